@@ -1,0 +1,36 @@
+// Scaled dot-product attention with GQA and the masks caches ask for (causal with a query offset,
+// sliding window, per-row key lengths, an explicit additive bias), plus an optional logit softcap.
+// Model code never calls this directly: a cache's AttentionRead does (DESIGN.md §3).
+#pragma once
+#include "tern/core/tensor.h"
+
+namespace tern::ops {
+
+struct AttentionMask {
+  bool causal = true;
+  // Query i sits at key position i + q_offset: key j is visible iff j <= i + q_offset (when causal).
+  int64_t q_offset = 0;
+  // > 0: additionally j > i + q_offset - window (a sliding window of `window` keys including the query's own).
+  int64_t window = 0;
+  // Optional [B] i32: keys j >= kv_len[b] are invisible to row b (right-padded batches).
+  Tensor kv_len;
+  // Optional additive f32 bias broadcastable to [B, Hq, Lq, Lk] (-inf hides a key).
+  Tensor bias;
+};
+
+// q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] with Hq % Hkv == 0 (query head h reads kv
+// head h / (Hq / Hkv)) -> [B, Hq, Lq, Dv] in q's dtype. softmax(q k^T * scale [softcapped] + mask) v,
+// f32 accumulation. A query row that sees no key yields zeros.
+Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const AttentionMask& mask,
+            float softcap = 0.0f);
+
+}  // namespace tern::ops
+
+namespace tern::cpu {
+void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const ops::AttentionMask& mask,
+          float softcap, Tensor& out);
+}
+namespace tern::cuda {
+void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const ops::AttentionMask& mask,
+          float softcap, Tensor& out);
+}

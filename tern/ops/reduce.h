@@ -1,0 +1,37 @@
+// Reductions along one dim: softmax, log_softmax, sum, mean, max, argmax, top-k. f32 math.
+#pragma once
+#include "tern/core/tensor.h"
+
+namespace tern::ops {
+
+Tensor softmax(const Tensor& x, int64_t dim = -1);      // same shape and dtype as x
+Tensor log_softmax(const Tensor& x, int64_t dim = -1);  // same shape and dtype as x
+Tensor sum(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor mean(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);
+// Index of the largest element along dim (the first one on ties), i32, dim removed.
+Tensor argmax(const Tensor& x, int64_t dim = -1);
+
+// The k largest along dim, sorted descending (ties: lower index first). values: x's dtype, indices: i32.
+struct TopK {
+  Tensor values, indices;
+};
+TopK topk(const Tensor& x, int64_t k, int64_t dim = -1);
+
+enum class ReduceOp { sum, mean, max };
+
+}  // namespace tern::ops
+
+namespace tern::cpu {
+// x is viewed as [outer, n, inner] around the reduced dim; out has the matching layout.
+void softmax(const Tensor& x, int dim, bool log, Tensor& out);
+void reduce(const Tensor& x, int dim, ops::ReduceOp op, Tensor& out);
+void argmax(const Tensor& x, int dim, Tensor& out);
+void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices);
+}  // namespace tern::cpu
+namespace tern::cuda {
+void softmax(const Tensor& x, int dim, bool log, Tensor& out);
+void reduce(const Tensor& x, int dim, ops::ReduceOp op, Tensor& out);
+void argmax(const Tensor& x, int dim, Tensor& out);
+void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices);
+}  // namespace tern::cuda
