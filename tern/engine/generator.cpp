@@ -1,0 +1,73 @@
+// Generation loop.
+#include "tern/engine/generator.h"
+
+#include <algorithm>
+
+#include "tern/base/timer.h"
+
+namespace tern {
+
+void check_token_ids(const std::vector<int32_t>& ids, int64_t vocab, const char* what) {
+  for (size_t i = 0; i < ids.size(); ++i)
+    TERN_CHECK(ids[i] >= 0 && ids[i] < vocab, "[{}] expected token ids in [0, {}), got {} at position {}", what, vocab,
+               ids[i], i);
+}
+
+namespace {
+Tensor ids_tensor(const int32_t* ids, int64_t n) {
+  Tensor t = Tensor::empty({1, n}, Dtype::i32);
+  std::copy(ids, ids + n, t.data<int32_t>());
+  return t;
+}
+}  // namespace
+
+GenerateResult generate(const Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& options,
+                        const TokenCallback& on_token) {
+  TERN_CHECK(!prompt.empty(), "[generate] expected a non-empty prompt, got 0 tokens");
+  TERN_CHECK(options.max_tokens >= 0, "[generate] expected max_tokens >= 0, got {}", options.max_tokens);
+  const int64_t vocab = model.vocab_size();
+  check_token_ids(prompt, vocab, "generate");
+  validate(options.sampling, vocab);
+
+  GenerateResult r;
+  r.prompt_tokens = static_cast<int64_t>(prompt.size());
+  r.finish_reason = "length";
+  if (options.max_tokens == 0) return r;
+
+  CacheList caches = model.make_caches();
+  Sampler sampler(options.sampling);
+  std::vector<int32_t> history = prompt;
+
+  Timer t;
+  const int64_t n = r.prompt_tokens;
+  const int64_t chunk = options.prefill_chunk > 0 ? options.prefill_chunk : n;
+  Tensor logits;
+  for (int64_t s = 0; s < n; s += chunk) {
+    int64_t len = std::min(chunk, n - s);
+    logits = model.forward(ids_tensor(prompt.data() + s, len), caches, false);
+  }
+  r.prefill_seconds = t.seconds();
+
+  t.reset();
+  for (int64_t step = 0; step < options.max_tokens; ++step) {
+    Sampler::Result s = sampler.sample(logits.data<float>(), vocab, history);
+    r.ids.push_back(s.token);
+    r.logprobs.push_back(s.logprob);
+    history.push_back(s.token);
+    bool keep_going = !on_token || on_token(s.token);
+    if (std::find(options.stop_ids.begin(), options.stop_ids.end(), s.token) != options.stop_ids.end()) {
+      r.finish_reason = "stop";
+      break;
+    }
+    if (!keep_going) {
+      r.finish_reason = "stop";
+      break;
+    }
+    if (step + 1 == options.max_tokens) break;
+    logits = model.forward(ids_tensor(&s.token, 1), caches, false);
+  }
+  r.decode_seconds = t.seconds();
+  return r;
+}
+
+}  // namespace tern

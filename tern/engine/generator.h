@@ -1,0 +1,42 @@
+// The single-sequence generation loop: prefill (optionally in chunks), then sample and decode one
+// token at a time through the model's caches until a stop id or the token budget.
+#pragma once
+#include <functional>
+#include <vector>
+
+#include "tern/models/model.h"
+#include "tern/sample/sampler.h"
+
+namespace tern {
+
+struct GenerateOptions {
+  int64_t max_tokens = 128;
+  SamplingParams sampling;
+  std::vector<int32_t> stop_ids;  // generation ends after emitting one of these (it is kept in ids)
+  int64_t prefill_chunk = 0;      // 0: the whole prompt in one forward
+};
+
+struct GenerateResult {
+  std::vector<int32_t> ids;            // generated tokens (a stop id included)
+  std::vector<float> logprobs;         // per generated token, under the raw logits
+  std::string finish_reason;           // "stop" or "length"
+  int64_t prompt_tokens = 0;
+  double prefill_seconds = 0, decode_seconds = 0;
+  double prefill_tokens_per_second() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0; }
+  // Decode speed counts the tokens produced by decode steps (all but the first, which prefill yields).
+  double decode_tokens_per_second() const {
+    return decode_seconds > 0 && ids.size() > 1 ? (ids.size() - 1) / decode_seconds : 0;
+  }
+};
+
+// Token callback: called with each generated token as soon as it is chosen; return false to stop early.
+using TokenCallback = std::function<bool(int32_t token)>;
+
+// Runs generation over prompt (non-empty; every id < vocab, else throws "[generate] ..." errors).
+GenerateResult generate(const Model& model, const std::vector<int32_t>& prompt, const GenerateOptions& options,
+                        const TokenCallback& on_token = {});
+
+// Checks every id is in [0, vocab); throws "[what] expected token ids in [0, V), got X at position i".
+void check_token_ids(const std::vector<int32_t>& ids, int64_t vocab, const char* what);
+
+}  // namespace tern

@@ -1,0 +1,41 @@
+// Attention: projections, q/k norm, RoPE at the cache's positions, the cache's read, output projection.
+#include "tern/layers/attention.h"
+
+#include <cmath>
+
+namespace tern {
+
+Attention Attention::load(const WeightLoader& w, const AttentionShape& s, ops::RopeTable rope) {
+  Attention a;
+  a.shape_ = s;
+  a.rope_ = std::move(rope);
+  a.q_proj_ = Linear::load(w, "q_proj", s.hidden, s.n_head * s.head_dim, s.bias);
+  a.k_proj_ = Linear::load(w, "k_proj", s.hidden, s.n_head_kv * s.head_dim, s.bias);
+  a.v_proj_ = Linear::load(w, "v_proj", s.hidden, s.n_head_kv * s.head_dim, s.bias);
+  a.o_proj_ = Linear::load(w, "o_proj", s.n_head * s.head_dim, s.hidden, s.bias);
+  if (s.qk_norm) {
+    a.q_norm_ = RMSNorm::load(w, "q_norm", s.head_dim, s.norm_eps);
+    a.k_norm_ = RMSNorm::load(w, "k_norm", s.head_dim, s.norm_eps);
+  }
+  a.scale_ = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  return a;
+}
+
+Tensor Attention::forward(const Tensor& x, KVCache& cache) const {
+  const int64_t B = x.size(0), L = x.size(1), D = shape_.head_dim;
+  // [B, L, H*D] -> [B, H, L, D] (a strided view)
+  Tensor q = q_proj_.forward(x).view({B, L, shape_.n_head, D});
+  Tensor k = k_proj_.forward(x).view({B, L, shape_.n_head_kv, D});
+  Tensor v = v_proj_.forward(x).view({B, L, shape_.n_head_kv, D}).transpose(1, 2);
+  if (shape_.qk_norm) {
+    q = q_norm_.forward(q);
+    k = k_norm_.forward(k);
+  }
+  q = cache.rope_positions(q.transpose(1, 2), rope_);
+  k = cache.rope_positions(k.transpose(1, 2), rope_);
+  auto read = cache.append(k, v, L == 1 ? AppendPhase::decode : AppendPhase::window);
+  Tensor o = read->attend(q, scale_);  // [B, H, L, D]
+  return o_proj_.forward(o.transpose(1, 2).reshape({B, L, shape_.n_head * D}));
+}
+
+}  // namespace tern

@@ -1,0 +1,33 @@
+// Multi-head self-attention with GQA, optional per-head q/k RMSNorm (Qwen3) and RoPE, over a KVCache
+// that owns the attention read (the layer never builds a mask).
+#pragma once
+#include "tern/layers/linear.h"
+#include "tern/layers/rms_norm.h"
+#include "tern/ops/rope.h"
+#include "tern/state/cache.h"
+
+namespace tern {
+
+struct AttentionShape {
+  int64_t hidden = 0, n_head = 0, n_head_kv = 0, head_dim = 0;
+  bool bias = false;      // q/k/v/o biases (attention_bias)
+  bool qk_norm = false;   // per-head RMSNorm on q and k before RoPE
+  float norm_eps = 1e-6f;
+};
+
+class Attention {
+ public:
+  // Loads prefix.{q,k,v,o}_proj (+ q_norm/k_norm).
+  static Attention load(const WeightLoader& w, const AttentionShape& shape, ops::RopeTable rope);
+  // x [B, L, hidden] -> [B, L, hidden]; appends this step's keys/values to cache.
+  Tensor forward(const Tensor& x, KVCache& cache) const;
+
+ private:
+  AttentionShape shape_;
+  ops::RopeTable rope_;
+  Linear q_proj_, k_proj_, v_proj_, o_proj_;
+  RMSNorm q_norm_, k_norm_;
+  float scale_ = 1.0f;
+};
+
+}  // namespace tern

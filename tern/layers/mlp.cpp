@@ -1,0 +1,29 @@
+// GatedMlp.
+#include "tern/layers/mlp.h"
+
+#include "tern/ops/elementwise.h"
+
+namespace tern {
+
+GatedMlp GatedMlp::load(const WeightLoader& w, int64_t hidden, int64_t inter, Act act, bool bias) {
+  GatedMlp m;
+  m.gate_ = Linear::load(w, "gate_proj", hidden, inter, bias);
+  m.up_ = Linear::load(w, "up_proj", hidden, inter, bias);
+  m.down_ = Linear::load(w, "down_proj", inter, hidden, bias);
+  m.act_ = act;
+  return m;
+}
+
+Tensor GatedMlp::forward(const Tensor& x) const {
+  Tensor g = gate_.forward(x), u = up_.forward(x);
+  Tensor h = act_ == Act::silu ? ops::swiglu(g, u) : ops::geglu(g, u, true);
+  return down_.forward(h);
+}
+
+GatedMlp::Act mlp_act_from_name(const std::string& name) {
+  if (name == "silu" || name == "swish") return GatedMlp::Act::silu;
+  if (name == "gelu_pytorch_tanh" || name == "gelu_tanh") return GatedMlp::Act::gelu_tanh;
+  TERN_THROW("[mlp] expected hidden_act silu or gelu_pytorch_tanh, got '{}'", name);
+}
+
+}  // namespace tern

@@ -1,0 +1,13 @@
+// One loader per architecture file (models/<arch>.cpp); the registry maps model types onto them.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "tern/models/model.h"
+
+namespace tern {
+
+std::unique_ptr<Model> load_qwen3(const std::string& dir, const io::ModelConfig& config, const LoadOptions& options);
+std::unique_ptr<Model> load_llama(const std::string& dir, const io::ModelConfig& config, const LoadOptions& options);
+
+}  // namespace tern

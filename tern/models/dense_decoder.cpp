@@ -1,0 +1,84 @@
+// DenseDecoder: loading and the forward pass over per-layer plain KV caches.
+#include "tern/models/dense_decoder.h"
+
+#include "tern/base/log.h"
+#include "tern/ops/matmul.h"
+#include "tern/state/plain_kv_cache.h"
+
+namespace tern {
+
+const std::vector<std::string>& text_model_prefixes() {
+  static const std::vector<std::string> p = {"model.", "model.language_model.", "language_model.model.", ""};
+  return p;
+}
+
+DenseDecoder::DenseDecoder(const std::string& dir, const io::ModelConfig& config, const LoadOptions& options,
+                           const DenseDecoderSpec& spec) {
+  config_ = config;
+  options_ = options;
+  io::WeightStore store = io::WeightStore::open(dir);
+  std::string prefix = store.find_prefix(text_model_prefixes(), "embed_tokens.weight");
+  WeightLoader w(store, prefix, options.device, options.dtype);
+  const auto& c = config_;
+  TERN_CHECK(c.n_head % c.n_head_kv == 0, "[model] {}: expected num_attention_heads divisible by num_key_value_heads, got {} and {}",
+             dir, c.n_head, c.n_head_kv);
+
+  embed_ = Embedding::load(w, "embed_tokens", c.vocab_size, c.hidden_size);
+  AttentionShape attn{c.hidden_size, c.n_head, c.n_head_kv, c.head_dim, c.attention_bias, spec.qk_norm,
+                      static_cast<float>(c.rms_norm_eps)};
+  ops::RopeTable rope = ops::rope_table(c.rope);
+  GatedMlp::Act act = mlp_act_from_name(c.hidden_act);
+  blocks_.reserve(c.n_layer);
+  for (int64_t i = 0; i < c.n_layer; ++i) {
+    blocks_.push_back(DecoderBlock::load(w.sub("layers." + std::to_string(i) + "."), attn, rope, c.intermediate_size,
+                                         act, c.mlp_bias));
+  }
+  final_norm_ = RMSNorm::load(w, "norm", c.hidden_size, static_cast<float>(c.rms_norm_eps));
+
+  // The head lives beside the text model: "lm_head.weight", or under the multimodal wrapper.
+  std::string head_name;
+  for (const std::string& p : {std::string("lm_head.weight"), std::string("language_model.lm_head.weight")})
+    if (store.has(p)) head_name = p;
+  if (c.tie_word_embeddings || head_name.empty()) {
+    TERN_CHECK(c.tie_word_embeddings, "[model] {}: expected lm_head.weight (tie_word_embeddings is false), got no such tensor",
+               dir);
+    lm_head_ = embed_.table;
+  } else {
+    lm_head_ = WeightLoader(store, "", options.device, options.dtype).get(head_name, {c.vocab_size, c.hidden_size});
+  }
+
+  n_params_ = 0;
+  for (const auto& name : store.names()) {
+    if (c.tie_word_embeddings && name == head_name) continue;
+    if (name.rfind(prefix, 0) != 0 && name != head_name) continue;
+    n_params_ += numel(store.entry(name).shape);
+  }
+  weight_bytes_ = n_params_ * static_cast<int64_t>(dtype_size(options.dtype));
+  log_debug("loaded {} ({} layers, {} parameters) from {}", c.model_type, c.n_layer, n_params_, dir);
+}
+
+CacheList DenseDecoder::make_caches() const {
+  CacheList caches;
+  for (int64_t i = 0; i < config_.n_layer; ++i) caches.push_back(std::make_unique<PlainKVCache>());
+  return caches;
+}
+
+Tensor DenseDecoder::forward(const Tensor& ids, CacheList& caches, bool all_logits) const {
+  TERN_CHECK(ids.rank() == 2 && ids.dtype() == Dtype::i32, "[model] expected ids [B, L] i32, got {} {}",
+             shape_str(ids.shape()), dtype_name(ids.dtype()));
+  TERN_CHECK(static_cast<int64_t>(caches.size()) == config_.n_layer, "[model] expected {} caches, got {}",
+             config_.n_layer, caches.size());
+  Tensor x = embed_.forward(ids.to(options_.device));
+  for (size_t i = 0; i < blocks_.size(); ++i) {
+    auto* kv = dynamic_cast<KVCache*>(caches[i].get());
+    TERN_CHECK(kv != nullptr, "[model] expected a KV cache for layer {}, got {}", i, caches[i]->signature());
+    x = blocks_[i].forward(x, *kv);
+  }
+  if (!all_logits && x.size(1) > 1) x = x.slice(1, x.size(1) - 1, x.size(1));
+  x = final_norm_.forward(x);
+  Tensor logits = ops::linear(x, lm_head_);
+  if (logits.dtype() != Dtype::f32) logits = ops::cast(logits, Dtype::f32);
+  return logits.to(Device::cpu());
+}
+
+}  // namespace tern

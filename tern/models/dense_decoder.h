@@ -1,0 +1,33 @@
+// DenseDecoder: the shared body of Llama-family architectures (embeddings, N pre-norm decoder blocks
+// with GQA attention and a gated MLP, final norm, tied or untied head). qwen3.cpp and llama.cpp
+// configure it; architecture files differ only in what they switch on.
+#pragma once
+#include "tern/io/weights.h"
+#include "tern/layers/decoder_block.h"
+#include "tern/models/model.h"
+
+namespace tern {
+
+struct DenseDecoderSpec {
+  bool qk_norm = false;
+};
+
+class DenseDecoder : public Model {
+ public:
+  DenseDecoder(const std::string& dir, const io::ModelConfig& config, const LoadOptions& options,
+               const DenseDecoderSpec& spec);
+
+  CacheList make_caches() const override;
+  Tensor forward(const Tensor& ids, CacheList& caches, bool all_logits) const override;
+
+ private:
+  Embedding embed_;
+  std::vector<DecoderBlock> blocks_;
+  RMSNorm final_norm_;
+  Tensor lm_head_;  // [vocab, hidden]; the embedding table when tied
+};
+
+// Weight-name prefixes accepted for the text model ("model.", "model.language_model.", ...), in order.
+const std::vector<std::string>& text_model_prefixes();
+
+}  // namespace tern

@@ -1,0 +1,45 @@
+// The model interface every architecture implements, and the options it is loaded with.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tern/core/tensor.h"
+#include "tern/io/model_config.h"
+#include "tern/state/cache.h"
+
+namespace tern {
+
+using CacheList = std::vector<std::unique_ptr<Cache>>;
+
+struct LoadOptions {
+  Device device = Device::cpu();
+  // Compute/weight dtype; f32 on CPU (bf16 checkpoints widen exactly), bf16 on CUDA.
+  Dtype dtype = Dtype::f32;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+
+  // Fresh caches for one generation (one per layer, in layer order).
+  virtual CacheList make_caches() const = 0;
+  // ids [B, L] i32 on the CPU, appended to caches -> logits [B, L, vocab] (all_logits) or
+  // [B, 1, vocab] for the last position only, f32 on the CPU.
+  virtual Tensor forward(const Tensor& ids, CacheList& caches, bool all_logits) const = 0;
+
+  const io::ModelConfig& config() const { return config_; }
+  const LoadOptions& options() const { return options_; }
+  int64_t vocab_size() const { return config_.vocab_size; }
+  // Parameters and bytes as loaded (tied embeddings counted once).
+  int64_t n_params() const { return n_params_; }
+  int64_t weight_bytes() const { return weight_bytes_; }
+
+ protected:
+  io::ModelConfig config_;
+  LoadOptions options_;
+  int64_t n_params_ = 0;
+  int64_t weight_bytes_ = 0;
+};
+
+}  // namespace tern

@@ -1,0 +1,56 @@
+// The cache contract (DESIGN.md §3): a cache owns its attention read, decides RoPE positions, names
+// its storage with signature(), and says how far it can be trimmed or reused.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "tern/core/tensor.h"
+#include "tern/ops/rope.h"
+
+namespace tern {
+
+// decode: one query per row; window: L > 1 queries per row (prefill, a prefill chunk, a draft window).
+enum class AppendPhase { decode, window };
+
+// What append() hands back: attention of the appended queries over everything the cache holds
+// (the appended keys included) under the cache's own mask. Valid until the next append or trim.
+class AttentionRead {
+ public:
+  virtual ~AttentionRead() = default;
+  // q [B, Hq, L, D] for the L positions just appended -> [B, Hq, L, Dv] in q's dtype.
+  virtual Tensor attend(const Tensor& q, float scale, float softcap = 0.0f) const = 0;
+};
+
+class Cache {
+ public:
+  virtual ~Cache() = default;
+  // Storage identity, e.g. "kv:bf16", "kv:f32", "kv:ring:4096"; persistence and capability checks compare it.
+  virtual std::string signature() const = 0;
+  // Positions stored so far (the next append starts here).
+  virtual int64_t offset() const = 0;
+  // x [B, H, L, D] rotated at the positions the next append of L tokens will take.
+  virtual Tensor rope_positions(const Tensor& x, const ops::RopeTable& rope) const = 0;
+  virtual bool is_trimmable() const = 0;
+  // Drops the last n positions; returns how many were dropped (min(n, offset)). Throws if !is_trimmable().
+  virtual int64_t trim(int64_t n) = 0;
+  // The earliest prefix length a stored representation can resume from.
+  virtual int64_t minimum_reusable_offset() const { return 0; }
+  // Positions that can be appended before the next precision transition.
+  virtual int64_t max_append_tokens() const { return std::numeric_limits<int64_t>::max(); }
+  // Device bytes held now.
+  virtual int64_t bytes() const = 0;
+};
+
+// A cache of keys and values for one attention layer.
+class KVCache : public Cache {
+ public:
+  // k [B, Hkv, L, D], v [B, Hkv, L, Dv] for the next L positions. Stores them and returns the read.
+  virtual std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) = 0;
+};
+
+// Positions [offset, offset + n) as an i32 tensor on the CPU (uniform across rows).
+Tensor uniform_positions(int64_t offset, int64_t n);
+
+}  // namespace tern

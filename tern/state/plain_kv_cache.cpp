@@ -1,0 +1,87 @@
+// PlainKVCache: growth in kStep steps, trimming, and its attention read (causal with the query offset).
+#include "tern/state/plain_kv_cache.h"
+
+#include "tern/ops/attention.h"
+
+namespace tern {
+namespace {
+
+class PlainRead : public AttentionRead {
+ public:
+  PlainRead(Tensor k, Tensor v, int64_t q_offset, int64_t window) : k_(std::move(k)), v_(std::move(v)) {
+    mask_.causal = true;
+    mask_.q_offset = q_offset;
+    mask_.window = window;
+  }
+  Tensor attend(const Tensor& q, float scale, float softcap) const override {
+    return ops::sdpa(q, k_, v_, scale, mask_, softcap);
+  }
+
+ private:
+  Tensor k_, v_;
+  ops::AttentionMask mask_;
+};
+
+}  // namespace
+
+std::string PlainKVCache::signature() const {
+  std::string dt = keys_.defined() ? dtype_name(keys_.dtype()) : "bf16";
+  return window_ > 0 ? "kv:" + dt + ":window:" + std::to_string(window_) : "kv:" + dt;
+}
+
+Tensor PlainKVCache::rope_positions(const Tensor& x, const ops::RopeTable& rope) const {
+  return ops::rope(x, uniform_positions(offset_, x.size(2)), rope);
+}
+
+int64_t PlainKVCache::trim(int64_t n) {
+  TERN_CHECK(n >= 0, "[kv_cache] expected a non-negative trim count, got {}", n);
+  int64_t t = std::min(n, offset_);
+  offset_ -= t;
+  return t;
+}
+
+int64_t PlainKVCache::bytes() const {
+  return (keys_.defined() ? keys_.nbytes() : 0) + (values_.defined() ? values_.nbytes() : 0);
+}
+
+Tensor PlainKVCache::keys() const { return keys_.slice(2, 0, offset_); }
+Tensor PlainKVCache::values() const { return values_.slice(2, 0, offset_); }
+
+void PlainKVCache::reserve(const Tensor& k, const Tensor& v, int64_t needed) {
+  if (keys_.defined() && needed <= capacity()) return;
+  int64_t cap = (needed + kStep - 1) / kStep * kStep;
+  Tensor nk = Tensor::empty({k.size(0), k.size(1), cap, k.size(3)}, k.dtype(), k.device());
+  Tensor nv = Tensor::empty({v.size(0), v.size(1), cap, v.size(3)}, v.dtype(), v.device());
+  if (offset_ > 0) {
+    Tensor dk = nk.slice(2, 0, offset_), dv = nv.slice(2, 0, offset_);
+    dk.copy_from(keys());
+    dv.copy_from(values());
+  }
+  keys_ = nk;
+  values_ = nv;
+}
+
+std::unique_ptr<AttentionRead> PlainKVCache::append(const Tensor& k, const Tensor& v, AppendPhase phase) {
+  TERN_CHECK(k.rank() == 4 && v.rank() == 4, "[kv_cache] expected k and v of rank 4 [B, Hkv, L, D], got {} and {}",
+             shape_str(k.shape()), shape_str(v.shape()));
+  TERN_CHECK(k.size(0) == v.size(0) && k.size(1) == v.size(1) && k.size(2) == v.size(2) && k.dtype() == v.dtype(),
+             "[kv_cache] expected k and v to agree on [B, Hkv, L] and dtype, got {} {} and {} {}", shape_str(k.shape()),
+             dtype_name(k.dtype()), shape_str(v.shape()), dtype_name(v.dtype()));
+  if (keys_.defined()) {
+    TERN_CHECK(k.size(0) == keys_.size(0) && k.size(1) == keys_.size(1) && k.size(3) == keys_.size(3) &&
+                   v.size(3) == values_.size(3) && k.dtype() == keys_.dtype(),
+               "[kv_cache] expected appends of [{}, {}, L, {}] {}, got {} {}", keys_.size(0), keys_.size(1),
+               keys_.size(3), dtype_name(keys_.dtype()), shape_str(k.shape()), dtype_name(k.dtype()));
+  }
+  TERN_CHECK(phase == AppendPhase::window || k.size(2) == 1, "[kv_cache] expected one position for a decode append, got {}",
+             k.size(2));
+  const int64_t n = k.size(2), start = offset_;
+  reserve(k, v, start + n);
+  Tensor dk = keys_.slice(2, start, start + n), dv = values_.slice(2, start, start + n);
+  dk.copy_from(k);
+  dv.copy_from(v);
+  offset_ = start + n;
+  return std::make_unique<PlainRead>(keys(), values(), start, window_);
+}
+
+}  // namespace tern

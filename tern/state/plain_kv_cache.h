@@ -1,0 +1,38 @@
+// The plain KV cache: keys and values stored unquantized in the activation dtype, in buffers that
+// grow in 256-position steps; trimmable; attention reads the stored prefix under a causal mask.
+#pragma once
+#include "tern/state/cache.h"
+
+namespace tern {
+
+class PlainKVCache : public KVCache {
+ public:
+  static constexpr int64_t kStep = 256;
+
+  // window > 0 limits each query to the last `window` keys (sliding-window attention) while still
+  // storing every position; 0 means full attention.
+  explicit PlainKVCache(int64_t window = 0) : window_(window) {}
+
+  std::string signature() const override;
+  int64_t offset() const override { return offset_; }
+  Tensor rope_positions(const Tensor& x, const ops::RopeTable& rope) const override;
+  bool is_trimmable() const override { return true; }
+  int64_t trim(int64_t n) override;
+  int64_t bytes() const override;
+  std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) override;
+
+  int64_t capacity() const { return keys_.defined() ? keys_.size(2) : 0; }
+  // Views of the stored prefix: [B, Hkv, offset, D] and [B, Hkv, offset, Dv].
+  Tensor keys() const;
+  Tensor values() const;
+
+ private:
+  void reserve(const Tensor& k, const Tensor& v, int64_t needed);
+
+  int64_t window_ = 0;
+  int64_t offset_ = 0;
+  Tensor keys_;    // [B, Hkv, capacity, D]
+  Tensor values_;  // [B, Hkv, capacity, Dv]
+};
+
+}  // namespace tern

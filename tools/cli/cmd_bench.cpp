@@ -1,0 +1,94 @@
+// tern bench: prefill and decode throughput of a model (warm-up, repeats, median).
+#include <algorithm>
+#include <cstdio>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "tern/base/parallel.h"
+#include "tern/base/timer.h"
+#include "tern/ops/device.h"
+#include "tern/ops/reduce.h"
+#include "tools/cli/model_args.h"
+
+namespace tern::cli {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+Tensor random_ids(int64_t n, int64_t vocab, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  Tensor t = Tensor::empty({1, n}, Dtype::i32);
+  for (int64_t i = 0; i < n; ++i) t.data<int32_t>()[i] = static_cast<int32_t>(rng() % vocab);
+  return t;
+}
+
+int run_bench(int argc, char** argv) {
+  Args a("bench", "Measure prefill and decode tokens/s (random prompt tokens, greedy decode).");
+  a.positional("MODEL_DIR", "a Hugging Face model directory")
+      .flag("prompt-tokens", "N", "prefill length; decode runs after a prompt of this length", "512")
+      .flag("gen-tokens", "N", "decode steps per repeat", "128")
+      .flag("repeats", "N", "timed repeats (the median is reported)", "5")
+      .flag("warmup", "N", "untimed warm-up repeats", "1")
+      .flag("json", "", "print JSON instead of text");
+  add_runtime_flags(a);
+  if (!a.parse(argc, argv)) return 0;
+  const int64_t P = a.get_int("prompt-tokens"), G = a.get_int("gen-tokens");
+  const int64_t reps = a.get_int("repeats"), warm = a.get_int("warmup");
+  TERN_CHECK(P >= 1 && G >= 1 && reps >= 1 && warm >= 0,
+             "[bench] expected --prompt-tokens, --gen-tokens, --repeats >= 1 and --warmup >= 0");
+  LoadOptions opt = runtime_options(a);
+  LoadedModel m = load_for_cli(a.get("MODEL_DIR"), opt);
+  const Model& model = *m.model;
+  const int64_t vocab = model.vocab_size();
+
+  std::vector<double> prefill, decode;
+  for (int64_t r = 0; r < warm + reps; ++r) {
+    CacheList caches = model.make_caches();
+    Tensor ids = random_ids(P, vocab, 1234 + r);
+    Timer t;
+    Tensor logits = model.forward(ids, caches, false);
+    double tp = t.seconds();
+    t.reset();
+    for (int64_t g = 0; g < G; ++g) {
+      Tensor next = ops::argmax(logits.view({1, vocab}), -1).view({1, 1});
+      logits = model.forward(next, caches, false);
+    }
+    double td = t.seconds();
+    if (r >= warm) {
+      prefill.push_back(P / tp);
+      decode.push_back(G / td);
+    }
+  }
+  const std::string device = opt.device.is_cpu() ? fmt::format("cpu ({} threads)", num_threads()) : cuda_device_name();
+  nlohmann::json out = {{"model", m.dir},
+                        {"device", device},
+                        {"prompt_tokens", P},
+                        {"gen_tokens", G},
+                        {"repeats", reps},
+                        {"prefill_tokens_per_second", median(prefill)},
+                        {"decode_tokens_per_second", median(decode)},
+                        {"prefill_min", *std::min_element(prefill.begin(), prefill.end())},
+                        {"prefill_max", *std::max_element(prefill.begin(), prefill.end())},
+                        {"decode_min", *std::min_element(decode.begin(), decode.end())},
+                        {"decode_max", *std::max_element(decode.begin(), decode.end())}};
+  if (a.has("json")) {
+    std::puts(out.dump().c_str());
+    return 0;
+  }
+  std::printf("model    %s on %s\n", m.dir.c_str(), device.c_str());
+  std::printf("prefill  %lld tokens: %.1f tok/s (median of %lld; min %.1f, max %.1f)\n", (long long)P, median(prefill),
+              (long long)reps, out["prefill_min"].get<double>(), out["prefill_max"].get<double>());
+  std::printf("decode   %lld tokens after a %lld-token prompt: %.1f tok/s (median of %lld; min %.1f, max %.1f)\n",
+              (long long)G, (long long)P, median(decode), (long long)reps, out["decode_min"].get<double>(),
+              out["decode_max"].get<double>());
+  return 0;
+}
+
+}  // namespace
+}  // namespace tern::cli
+
+TERN_COMMAND("bench", "prefill and decode tokens/s", tern::cli::run_bench);

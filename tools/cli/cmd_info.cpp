@@ -1,0 +1,91 @@
+// tern info: what a model directory holds and what it will take to run.
+#include <cstdio>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "tern/io/model_config.h"
+#include "tern/io/weights.h"
+#include "tern/ops/device.h"
+#include "tools/cli/model_args.h"
+
+namespace tern::cli {
+namespace {
+
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) { b /= 1024; ++u; }
+  return fmt::format("{:.2f} {}", b, units[u]);
+}
+
+int run_info(int argc, char** argv) {
+  Args a("info", "Describe a model directory: architecture, parameters, dtypes, memory needed.");
+  a.positional("MODEL_DIR", "a Hugging Face model directory")
+      .flag("context", "N", "context length for the KV-cache estimate (default: max_position_embeddings)")
+      .flag("json", "", "print JSON instead of text");
+  add_runtime_flags(a);
+  if (!a.parse(argc, argv)) return 0;
+  const std::string dir = a.get("MODEL_DIR");
+  LoadOptions opt = runtime_options(a);
+  io::ModelConfig c = io::load_model_config(dir);
+  io::WeightStore store = io::WeightStore::open(dir);
+  int64_t params = 0;
+  std::map<std::string, int64_t> by_dtype;
+  for (const auto& n : store.names()) {
+    if (c.tie_word_embeddings && n.find("lm_head.weight") != std::string::npos) continue;  // the embedding, again
+    const auto& e = store.entry(n);
+    params += numel(e.shape);
+    by_dtype[dtype_name(e.dtype)] += numel(e.shape);
+  }
+  const int64_t ctx = a.has("context") ? a.get_int("context") : std::max<int64_t>(c.max_position_embeddings, 1);
+  const int64_t kv_elem = opt.device.is_cpu() ? 4 : 2;
+  const int64_t kv_per_token = 2 * c.n_layer * c.n_head_kv * c.head_dim * kv_elem;
+  const int64_t weight_bytes = params * static_cast<int64_t>(dtype_size(opt.dtype));
+  nlohmann::json out = {{"architecture", c.architecture},
+                        {"model_type", c.text_model_type.empty() ? c.model_type : c.text_model_type},
+                        {"parameters", params},
+                        {"checkpoint_bytes", store.total_bytes()},
+                        {"layers", c.n_layer},
+                        {"hidden_size", c.hidden_size},
+                        {"heads", c.n_head},
+                        {"kv_heads", c.n_head_kv},
+                        {"head_dim", c.head_dim},
+                        {"vocab_size", c.vocab_size},
+                        {"rope", c.rope.type},
+                        {"rope_theta", c.rope.theta},
+                        {"tied_embeddings", c.tie_word_embeddings},
+                        {"checkpoint_dtypes", by_dtype},
+                        {"device", opt.device.is_cpu() ? "cpu" : cuda_device_name()},
+                        {"compute_dtype", dtype_name(opt.dtype)},
+                        {"weight_bytes_loaded", weight_bytes},
+                        {"kv_bytes_per_token", kv_per_token},
+                        {"context", ctx},
+                        {"kv_bytes_at_context", kv_per_token * ctx},
+                        {"total_bytes_at_context", weight_bytes + kv_per_token * ctx}};
+  if (a.has("json")) {
+    std::puts(out.dump().c_str());
+    return 0;
+  }
+  std::printf("model        %s (%s)\n", dir.c_str(), c.architecture.c_str());
+  std::printf("type         %s, %lld layers, hidden %lld, %lld heads / %lld kv heads, head_dim %lld, vocab %lld\n",
+              out["model_type"].get<std::string>().c_str(), (long long)c.n_layer, (long long)c.hidden_size,
+              (long long)c.n_head, (long long)c.n_head_kv, (long long)c.head_dim, (long long)c.vocab_size);
+  std::printf("rope         %s, theta %g%s\n", c.rope.type.c_str(), c.rope.theta,
+              c.tie_word_embeddings ? ", tied embeddings" : "");
+  std::string dts;
+  for (const auto& [k, v] : by_dtype) dts += fmt::format("{}{} {}", dts.empty() ? "" : ", ", k, v);
+  std::printf("parameters   %lld (%s; checkpoint %s)\n", (long long)params, dts.c_str(),
+              human_bytes(static_cast<double>(store.total_bytes())).c_str());
+  std::printf("device       %s, compute dtype %s\n", out["device"].get<std::string>().c_str(), dtype_name(opt.dtype));
+  std::printf("memory       weights %s + KV cache %s per token (%s at %lld tokens) = %s\n",
+              human_bytes(static_cast<double>(weight_bytes)).c_str(), human_bytes(static_cast<double>(kv_per_token)).c_str(),
+              human_bytes(static_cast<double>(kv_per_token * ctx)).c_str(), (long long)ctx,
+              human_bytes(static_cast<double>(weight_bytes + kv_per_token * ctx)).c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace tern::cli
+
+TERN_COMMAND("info", "architecture, parameters, dtypes and memory of a model", tern::cli::run_info);

@@ -1,0 +1,55 @@
+// Shared model-command plumbing.
+#include "tools/cli/model_args.h"
+
+#include <filesystem>
+
+#include <nlohmann/json.hpp>
+
+#include "tern/base/parallel.h"
+#include "tern/ops/device.h"
+
+namespace tern::cli {
+
+void add_runtime_flags(Args& args) {
+  args.flag("device", "DEV", "cpu, cuda or auto (cuda when a GPU is present)", "auto");
+  args.flag("threads", "N", "CPU threads for tern's own loops (default: all cores)");
+}
+
+LoadOptions runtime_options(const Args& args) {
+  if (args.has("threads")) {
+    int64_t n = args.get_int("threads");
+    TERN_CHECK(n > 0 && n <= 1024, "[cli] expected --threads in [1, 1024], got {}", n);
+    set_num_threads(static_cast<int>(n));
+  }
+  LoadOptions o;
+  std::string dev = args.get("device");
+  TERN_CHECK(dev == "cpu" || dev == "cuda" || dev == "auto", "[cli] expected --device cpu, cuda or auto, got '{}'", dev);
+  bool cuda = dev == "cuda" || (dev == "auto" && cuda_available());
+  if (dev == "cuda")
+    TERN_CHECK(cuda_available(), "[cli] --device cuda: no usable CUDA device ({})", cuda_status());
+  if (cuda) {
+    cuda_init();
+    o.device = Device::cuda(0);
+    o.dtype = Dtype::bf16;
+  }
+  return o;
+}
+
+LoadedModel load_for_cli(const std::string& dir, const LoadOptions& options) {
+  TERN_CHECK(std::filesystem::is_directory(dir), "[cli] expected a model directory, got '{}' (no such directory)", dir);
+  LoadedModel m;
+  m.dir = dir;
+  m.model = load_model(dir, options);
+  if (std::filesystem::exists(std::filesystem::path(dir) / "tokenizer.json")) m.tokenizer = text::Tokenizer::load(dir);
+  m.generation = io::load_generation_config(dir, m.model->config());
+  return m;
+}
+
+const text::Tokenizer& require_tokenizer(const LoadedModel& m, const char* what) {
+  TERN_CHECK(m.tokenizer.has_value(), "[{}] {} has no tokenizer.json; pass token ids with --ids", what, m.dir);
+  return *m.tokenizer;
+}
+
+std::string json_escape(const std::string& s) { return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+}  // namespace tern::cli

@@ -1,0 +1,36 @@
+// Flags and loading shared by the model commands (generate, score, info, bench): device and thread
+// selection, loading a model directory with its tokenizer and generation config.
+#pragma once
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "tern/io/generation_config.h"
+#include "tern/models/registry.h"
+#include "tern/text/tokenizer.h"
+#include "tools/cli/command.h"
+
+namespace tern::cli {
+
+// Adds --device and --threads.
+void add_runtime_flags(Args& args);
+// Applies --threads and resolves --device (cpu | cuda | auto) into load options.
+LoadOptions runtime_options(const Args& args);
+
+struct LoadedModel {
+  std::string dir;
+  std::unique_ptr<Model> model;
+  std::optional<text::Tokenizer> tokenizer;  // absent when the directory has no tokenizer.json
+  io::GenerationConfig generation;
+};
+
+// Loads dir's model, its tokenizer.json when present, and generation_config.json.
+LoadedModel load_for_cli(const std::string& dir, const LoadOptions& options);
+
+// The tokenizer, or "[what] <dir> has no tokenizer.json; pass --ids" when absent.
+const text::Tokenizer& require_tokenizer(const LoadedModel& m, const char* what);
+
+// JSON string escaping for one-line outputs.
+std::string json_escape(const std::string& s);
+
+}  // namespace tern::cli
