@@ -1,0 +1,123 @@
+// WeightStore: single-file and sharded (index.json) checkpoints.
+#include "tern/io/weights.h"
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "tern/io/json_util.h"
+
+namespace tern::io {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+constexpr const char* kIndexName = "model.safetensors.index.json";
+constexpr const char* kSingleName = "model.safetensors";
+
+json read_index(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  TERN_CHECK(in.good(), "[weights] {}: expected a readable file", path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_json_text(ss.str(), path, "weights");
+}
+
+}  // namespace
+
+WeightStore WeightStore::open(const std::string& model_dir) {
+  std::error_code ec;
+  TERN_CHECK(fs::is_directory(model_dir, ec), "[weights] {}: expected a model directory, got {}", model_dir,
+             fs::exists(model_dir, ec) ? "a file" : "nothing at that path");
+  WeightStore ws;
+  ws.dir_ = model_dir;
+  const fs::path dir(model_dir);
+  const std::string index_path = (dir / kIndexName).string();
+  const std::string single_path = (dir / kSingleName).string();
+
+  if (fs::exists(index_path, ec)) {
+    json index = read_index(index_path);
+    TERN_CHECK(index.is_object() && index.contains("weight_map") && index["weight_map"].is_object(),
+               "[weights] {}: expected an object with a 'weight_map' object", index_path);
+    std::map<std::string, std::shared_ptr<SafetensorsFile>> shards;
+    for (const auto& [name, shard] : index["weight_map"].items()) {
+      TERN_CHECK(shard.is_string(), "[weights] {}: tensor '{}' expected a shard file name, got {}", index_path, name,
+                 json_brief(shard));
+      const std::string& file = shard.get_ref<const std::string&>();
+      TERN_CHECK(!file.empty() && fs::path(file).filename() == fs::path(file),
+                 "[weights] {}: tensor '{}' expected a shard file name inside the model directory, got '{}'",
+                 index_path, name, file);
+      auto it = shards.find(file);
+      if (it == shards.end()) {
+        const std::string shard_path = (dir / file).string();
+        TERN_CHECK(fs::is_regular_file(shard_path, ec), "[weights] {}: expected shard '{}' listed for tensor '{}' to exist",
+                   index_path, file, name);
+        it = shards.emplace(file, SafetensorsFile::open(shard_path)).first;
+      }
+      ws.where_[name] = Location{it->second, true};
+    }
+    TERN_CHECK(!ws.where_.empty(), "[weights] {}: expected at least one tensor in weight_map, got none", index_path);
+    return ws;
+  }
+
+  TERN_CHECK(fs::exists(single_path, ec), "[weights] {}: expected {} or {}, got neither", model_dir, kSingleName,
+             kIndexName);
+  auto file = SafetensorsFile::open(single_path);
+  for (const auto& e : file->tensors()) ws.where_[e.name] = Location{file, false};
+  return ws;
+}
+
+bool WeightStore::has(const std::string& name) const { return where_.count(name) != 0; }
+
+const WeightStore::Location& WeightStore::locate(const std::string& name) const {
+  auto it = where_.find(name);
+  TERN_CHECK(it != where_.end(), "[weights] {}: missing tensor '{}'", dir_, name);
+  const Location& loc = it->second;
+  TERN_CHECK(loc.file->has(name), "[weights] {}: missing tensor '{}' listed in {}", loc.file->path(), name,
+             kIndexName);
+  return loc;
+}
+
+const SafetensorsEntry& WeightStore::entry(const std::string& name) const {
+  return locate(name).file->entry(name);
+}
+
+const std::string& WeightStore::file_of(const std::string& name) const { return locate(name).file->path(); }
+
+Tensor WeightStore::get(const std::string& name) const { return locate(name).file->get(name); }
+
+Tensor WeightStore::get(const std::string& name, const Shape& expected) const {
+  const Location& loc = locate(name);
+  const SafetensorsEntry& e = loc.file->entry(name);
+  TERN_CHECK(e.shape == expected, "[weights] {}: tensor '{}' expected shape {}, got {}", loc.file->path(), name,
+             shape_str(expected), shape_str(e.shape));
+  return loc.file->get(name);
+}
+
+std::vector<std::string> WeightStore::names() const {
+  std::vector<std::string> out;
+  out.reserve(where_.size());
+  for (const auto& [name, loc] : where_) out.push_back(name);
+  return out;
+}
+
+uint64_t WeightStore::total_bytes() const {
+  uint64_t n = 0;
+  for (const auto& [name, loc] : where_) {
+    if (loc.file->has(name)) n += loc.file->entry(name).nbytes();
+  }
+  return n;
+}
+
+std::string WeightStore::find_prefix(const std::vector<std::string>& candidates, const std::string& probe) const {
+  std::string tried;
+  for (const auto& p : candidates) {
+    if (has(p + probe)) return p;
+    tried += fmt::format("{}'{}{}'", tried.empty() ? "" : ", ", p, probe);
+  }
+  TERN_THROW("[weights] {}: expected one of the tensors {}, got none", dir_, tried.empty() ? "(no candidates)" : tried);
+}
+
+}  // namespace tern::io
