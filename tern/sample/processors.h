@@ -1,0 +1,68 @@
+// Logits processors, applied by the Sampler in the transformers order: logit bias, repetition
+// penalty, presence/frequency penalties, temperature; then the warpers top-k, top-p, min-p, which
+// narrow a candidate list instead of rewriting the whole vocab row.
+#pragma once
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "tern/sample/sampling_params.h"
+
+namespace tern {
+
+// One surviving token and its processed logit.
+struct Candidate {
+  int32_t id;
+  float logit;
+};
+
+// Score order used by every warper and by top_logprobs: higher logit first, ties toward lower id.
+inline bool better_candidate(const Candidate& a, const Candidate& b) {
+  return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+// logits[id] += bias for every entry; throws if an id is outside [0, logits.size()).
+void apply_logit_bias(std::span<float> logits, const std::unordered_map<int32_t, float>& bias);
+
+// HF RepetitionPenaltyLogitsProcessor: for each DISTINCT id in history, logit > 0 -> logit / penalty,
+// else logit * penalty. penalty == 1 is a no-op. Throws on a history id outside the vocab.
+void apply_repetition_penalty(std::span<float> logits, std::span<const int32_t> history, float penalty);
+
+// OpenAI penalties: logit[id] -= presence * (count > 0) + frequency * count, count = occurrences of
+// id in history. Throws on a history id outside the vocab.
+void apply_presence_frequency_penalty(std::span<float> logits, std::span<const int32_t> history, float presence,
+                                      float frequency);
+
+// logits[i] /= temperature (temperature > 0; checked).
+void apply_temperature(std::span<float> logits, float temperature);
+
+// Every token whose logit is not -inf, in ascending id order. Throws on a NaN or +inf logit, or when
+// every logit is -inf (nothing can be sampled).
+std::vector<Candidate> make_candidates(std::span<const float> logits);
+
+// Keeps exactly min(k, n) best candidates (better_candidate order; HF keeps every token tied with the
+// k-th, tern breaks ties toward lower id) and leaves them sorted best first. k <= 0 is a no-op.
+// Selects with nth_element, so only the k survivors are sorted.
+void top_k_filter(std::vector<Candidate>& cands, int32_t k);
+
+// HF TopPLogitsWarper: with probabilities softmax over the candidates, keeps the smallest best-first
+// prefix whose cumulative probability reaches top_p (a token is kept iff the mass strictly before it
+// is < top_p), always at least one. Sorts only a growing best-first prefix (1024, 4096, ...) until it
+// holds the nucleus. Leaves the survivors sorted best first. top_p >= 1 is a no-op.
+void top_p_filter(std::vector<Candidate>& cands, float top_p);
+
+// HF MinPLogitsWarper: keeps candidates with prob >= min_p * max_prob, i.e. exp(logit - max_logit)
+// >= min_p (renormalisation cancels). The best token always survives; order is preserved.
+// min_p <= 0 is a no-op.
+void min_p_filter(std::vector<Candidate>& cands, float min_p);
+
+// The warpers in order: make_candidates, then top-k, top-p, min-p as params ask. Non-empty result.
+std::vector<Candidate> warp(std::span<const float> logits, const SamplingParams& params);
+
+// Inverse-CDF draw: sorts cands by ascending id, weights w_i = exp(logit_i - max_logit) (f32),
+// accumulates them in f64 and returns the first id whose running sum exceeds u * sum(w); the last
+// candidate if rounding leaves none. u must be in [0, 1); cands must be non-empty.
+int32_t draw_candidate(std::vector<Candidate>& cands, float u);
+
+}  // namespace tern

@@ -1,0 +1,210 @@
+// Processors against hand-computed values; warpers' kept sets (top-k, top-p boundary, min-p).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <set>
+
+#include "tern/base/error.h"
+#include "tern/sample/processors.h"
+
+namespace tern {
+namespace {
+
+std::set<int32_t> ids_of(const std::vector<Candidate>& cands) {
+  std::set<int32_t> s;
+  for (const Candidate& c : cands) s.insert(c.id);
+  return s;
+}
+
+// log of each probability: softmax of the result gives back exactly these probabilities.
+std::vector<float> logits_from_probs(const std::vector<double>& probs) {
+  std::vector<float> l;
+  for (double p : probs) l.push_back(static_cast<float>(std::log(p)));
+  return l;
+}
+
+TEST(Processors, LogitBiasAdds) {
+  std::vector<float> l = {1.0f, 2.0f, 3.0f};
+  apply_logit_bias(l, {{0, 0.5f}, {2, -INFINITY}});
+  EXPECT_EQ(l, (std::vector<float>{1.5f, 2.0f, -INFINITY}));
+  EXPECT_THROW(apply_logit_bias(l, {{3, 1.0f}}), Error);
+}
+
+TEST(Processors, RepetitionPenaltyHfSemantics) {
+  std::vector<float> l = {2.0f, -1.0f, 0.5f, 3.0f, -2.0f, 0.0f};
+  std::vector<int32_t> history = {0, 1, 1, 3, 3, 3, 5};
+  apply_repetition_penalty(l, history, 2.0f);
+  // positive logits divide, non-positive multiply, each distinct id once however often it repeats
+  EXPECT_EQ(l, (std::vector<float>{1.0f, -2.0f, 0.5f, 1.5f, -2.0f, 0.0f}));
+  std::vector<float> m = {2.0f, -1.0f};
+  apply_repetition_penalty(m, std::vector<int32_t>{0, 1}, 0.5f);  // < 1 encourages repeats
+  EXPECT_EQ(m, (std::vector<float>{4.0f, -0.5f}));
+  EXPECT_THROW(apply_repetition_penalty(m, std::vector<int32_t>{2}, 2.0f), Error);
+  EXPECT_THROW(apply_repetition_penalty(m, std::vector<int32_t>{-1}, 2.0f), Error);
+}
+
+TEST(Processors, PresenceFrequencyOpenAiSemantics) {
+  std::vector<float> l = {2.0f, -1.0f, 0.5f, 3.0f, -2.0f};
+  std::vector<int32_t> history = {3, 0, 1, 3, 1, 3};
+  apply_presence_frequency_penalty(l, history, 0.5f, 0.25f);
+  EXPECT_FLOAT_EQ(l[0], 2.0f - 0.5f - 0.25f * 1);
+  EXPECT_FLOAT_EQ(l[1], -1.0f - 0.5f - 0.25f * 2);
+  EXPECT_FLOAT_EQ(l[2], 0.5f);
+  EXPECT_FLOAT_EQ(l[3], 3.0f - 0.5f - 0.25f * 3);
+  EXPECT_FLOAT_EQ(l[4], -2.0f);
+  std::vector<float> m = {1.0f};
+  apply_presence_frequency_penalty(m, std::vector<int32_t>{0, 0}, -1.0f, 0.0f);  // negative encourages
+  EXPECT_FLOAT_EQ(m[0], 2.0f);
+  EXPECT_THROW(apply_presence_frequency_penalty(m, std::vector<int32_t>{1}, 1.0f, 0.0f), Error);
+}
+
+TEST(Processors, TemperatureDivides) {
+  std::vector<float> l = {1.0f, -3.0f, -INFINITY};
+  apply_temperature(l, 0.5f);
+  EXPECT_EQ(l, (std::vector<float>{2.0f, -6.0f, -INFINITY}));
+  EXPECT_THROW(apply_temperature(l, 0.0f), Error);
+}
+
+TEST(Processors, MakeCandidatesDropsMinusInfAndRejectsBadRows) {
+  std::vector<float> l = {1.0f, -INFINITY, 2.0f};
+  auto c = make_candidates(l);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].id, 0);
+  EXPECT_EQ(c[1].id, 2);
+  std::vector<float> nan_row = {1.0f, NAN};
+  EXPECT_THROW(make_candidates(nan_row), Error);
+  std::vector<float> inf_row = {1.0f, INFINITY};
+  EXPECT_THROW(make_candidates(inf_row), Error);
+  std::vector<float> dead = {-INFINITY, -INFINITY};
+  EXPECT_THROW(make_candidates(dead), Error);
+}
+
+TEST(Processors, TopKKeepsExactlyKBestTiesTowardLowerId) {
+  std::vector<float> l = {0.1f, 5.0f, 3.0f, 5.0f, 3.0f, -1.0f, 3.0f};
+  auto c = make_candidates(l);
+  top_k_filter(c, 3);
+  ASSERT_EQ(c.size(), 3u);
+  EXPECT_EQ(c[0].id, 1);  // sorted best first
+  EXPECT_EQ(c[1].id, 3);
+  EXPECT_EQ(c[2].id, 2);  // of the tied 3.0s, the lowest id
+  auto all = make_candidates(l);
+  top_k_filter(all, 100);
+  EXPECT_EQ(all.size(), l.size());
+  auto off = make_candidates(l);
+  top_k_filter(off, 0);
+  EXPECT_EQ(off.size(), l.size());
+}
+
+TEST(Processors, TopKOnLargeRandomRowMatchesFullSort) {
+  std::mt19937 gen(3);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  std::vector<float> l(150000);
+  for (float& x : l) x = dist(gen);
+  auto c = make_candidates(l);
+  top_k_filter(c, 50);
+  std::vector<int32_t> order(l.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+  ASSERT_EQ(c.size(), 50u);
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(c[i].id, order[i]);
+}
+
+TEST(Processors, TopPKeepsNucleusIncludingBoundaryToken) {
+  // ids scrambled so id order != probability order
+  std::vector<double> probs = {0.10, 0.30, 0.05, 0.40, 0.15};  // sorted: id3 .40, id1 .30, id4 .15, id0 .10, id2 .05
+  auto l = logits_from_probs(probs);
+  auto kept = [&](float top_p) {
+    auto c = make_candidates(l);
+    top_p_filter(c, top_p);
+    return ids_of(c);
+  };
+  EXPECT_EQ(kept(0.39f), (std::set<int32_t>{3}));
+  EXPECT_EQ(kept(0.41f), (std::set<int32_t>{3, 1}));        // mass before id1 is .40 < .41: boundary token kept
+  EXPECT_EQ(kept(0.69f), (std::set<int32_t>{3, 1}));        // .40 + .30 reaches .69
+  EXPECT_EQ(kept(0.71f), (std::set<int32_t>{3, 1, 4}));     // id4 is the boundary token
+  EXPECT_EQ(kept(0.86f), (std::set<int32_t>{3, 1, 4, 0}));
+  EXPECT_EQ(kept(0.96f), (std::set<int32_t>{3, 1, 4, 0, 2}));
+  EXPECT_EQ(kept(1.0f), (std::set<int32_t>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(kept(1e-6f), (std::set<int32_t>{3}));  // always at least one
+}
+
+TEST(Processors, TopPLargeUnsortedRowMatchesBruteForce) {
+  // A flat-ish row forces the prefix to grow past 1024 several times.
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
+  std::vector<float> l(20000);
+  for (float& x : l) x = dist(gen);
+  for (float top_p : {0.05f, 0.5f, 0.9f, 0.999f}) {
+    auto c = make_candidates(l);
+    top_p_filter(c, top_p);
+    std::vector<int32_t> order(l.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(),
+              [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+    double m = l[order[0]], total = 0.0;
+    for (float x : l) total += std::exp(x - m);
+    size_t n = 0;
+    double before = 0.0;
+    while (n < order.size() && (n == 0 || before < top_p)) before += std::exp(l[order[n++]] - m) / total;
+    ASSERT_EQ(c.size(), n) << "top_p " << top_p;
+    for (size_t i = 0; i < n; ++i) EXPECT_EQ(c[i].id, order[i]);
+  }
+}
+
+TEST(Processors, TopPAfterTopKRenormalisesOverSurvivors) {
+  std::vector<double> probs = {0.40, 0.30, 0.20, 0.10};
+  auto c = make_candidates(logits_from_probs(probs));
+  top_k_filter(c, 2);          // survivors .4/.7 = .571, .3/.7 = .429
+  top_p_filter(c, 0.56f);      // .571 alone reaches .56
+  EXPECT_EQ(ids_of(c), (std::set<int32_t>{0}));
+  auto d = make_candidates(logits_from_probs(probs));
+  top_k_filter(d, 2);
+  top_p_filter(d, 0.58f);
+  EXPECT_EQ(ids_of(d), (std::set<int32_t>{0, 1}));
+}
+
+TEST(Processors, MinPKeepsRelativeToMax) {
+  std::vector<double> probs = {0.10, 0.50, 0.05, 0.20, 0.15};
+  auto kept = [&](float min_p) {
+    auto c = make_candidates(logits_from_probs(probs));
+    min_p_filter(c, min_p);
+    return ids_of(c);
+  };
+  EXPECT_EQ(kept(0.25f), (std::set<int32_t>{1, 3, 4}));  // threshold .125: .10 and .05 go
+  EXPECT_EQ(kept(0.19f), (std::set<int32_t>{0, 1, 3, 4}));  // threshold .095
+  EXPECT_EQ(kept(1.0f), (std::set<int32_t>{1}));  // only the max survives
+  EXPECT_EQ(kept(0.0f).size(), 5u);
+}
+
+TEST(Processors, WarpChainsInOrder) {
+  std::vector<double> probs = {0.05, 0.35, 0.25, 0.20, 0.15};
+  SamplingParams p;
+  p.top_k = 4;     // drops id0
+  p.top_p = 0.9f;  // over .35,.25,.20,.15 (sum .95): masses before: 0, .368, .632, .842 -> all four
+  p.min_p = 0.5f;  // relative to .35: keeps >= .175 -> ids 1, 2, 3
+  EXPECT_EQ(ids_of(warp(logits_from_probs(probs), p)), (std::set<int32_t>{1, 2, 3}));
+}
+
+TEST(Processors, DrawCandidateInverseCdfInIdOrder) {
+  std::vector<double> probs = {0.25, 0.5, 0.25};
+  auto l = logits_from_probs(probs);
+  auto draw = [&](float u) {
+    auto c = make_candidates(l);
+    std::reverse(c.begin(), c.end());  // any input order; the draw walks ids ascending
+    return draw_candidate(c, u);
+  };
+  EXPECT_EQ(draw(0.0f), 0);
+  EXPECT_EQ(draw(0.24f), 0);
+  EXPECT_EQ(draw(0.26f), 1);
+  EXPECT_EQ(draw(0.74f), 1);
+  EXPECT_EQ(draw(0.76f), 2);
+  EXPECT_EQ(draw(std::nextafter(1.0f, 0.0f)), 2);
+  auto c = make_candidates(l);
+  EXPECT_THROW(draw_candidate(c, 1.0f), Error);
+}
+
+}  // namespace
+}  // namespace tern
