@@ -1,0 +1,8 @@
+// CPU-only build: the CUDA normalisation entry points throw.
+#include "tern/ops/norm.h"
+
+namespace tern::cuda {
+
+void rms_norm(const Tensor&, const Tensor&, float, Tensor&) { TERN_THROW("[rms_norm] needs a CUDA build"); }
+
+}  // namespace tern::cuda

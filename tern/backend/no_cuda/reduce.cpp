@@ -1,0 +1,11 @@
+// CPU-only build: the CUDA reduction entry points throw.
+#include "tern/ops/reduce.h"
+
+namespace tern::cuda {
+
+void softmax(const Tensor&, int, bool, Tensor&) { TERN_THROW("[softmax] needs a CUDA build"); }
+void reduce(const Tensor&, int, ops::ReduceOp, Tensor&) { TERN_THROW("[reduce] needs a CUDA build"); }
+void argmax(const Tensor&, int, Tensor&) { TERN_THROW("[argmax] needs a CUDA build"); }
+void topk(const Tensor&, int64_t, int, Tensor&, Tensor&) { TERN_THROW("[topk] needs a CUDA build"); }
+
+}  // namespace tern::cuda

@@ -1,0 +1,64 @@
+// Indexing ops: embedding validation and allocation (the gather lives in the backends), and
+// concat, which is a sequence of strided copies into slices of the result.
+#include "tern/ops/index.h"
+
+namespace tern::ops {
+
+Tensor embedding(const Tensor& table, const Tensor& ids, Dtype out_dtype) {
+  TERN_CHECK(table.defined() && ids.defined(), "[embedding] expected a defined table and ids, got an undefined one");
+  TERN_CHECK(table.rank() == 2, "[embedding] expected a table of shape [V, D], got {}", shape_str(table.shape()));
+  TERN_CHECK(is_floating(table.dtype()), "[embedding] expected a float table dtype (f32, bf16, f16), got {}",
+             dtype_name(table.dtype()));
+  TERN_CHECK(is_floating(out_dtype), "[embedding] expected a float output dtype (f32, bf16, f16), got {}",
+             dtype_name(out_dtype));
+  TERN_CHECK(ids.dtype() == Dtype::i32 || ids.dtype() == Dtype::i64, "[embedding] expected ids of dtype i32 or i64, got {}",
+             dtype_name(ids.dtype()));
+  TERN_CHECK(ids.device() == table.device(), "[embedding] expected ids on {}, got {}", table.device().str(),
+             ids.device().str());
+  Shape shape = ids.shape();
+  shape.push_back(table.size(1));
+  Tensor out = Tensor::empty(shape, out_dtype, table.device());
+  if (ids.numel() == 0) return out;
+  if (table.device().is_cpu()) {
+    cpu::embedding(table, ids, out);
+  } else {
+    cuda::embedding(table, ids, out);
+  }
+  return out;
+}
+
+Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
+  TERN_CHECK(!xs.empty(), "[concat] expected at least one tensor, got none");
+  const Tensor& first = xs.front();
+  TERN_CHECK(first.defined(), "[concat] expected defined tensors, got an undefined one at 0");
+  TERN_CHECK(first.rank() >= 1, "[concat] expected tensors of rank >= 1, got shape {}", shape_str(first.shape()));
+  const int d = normalize_dim(dim, first.rank(), "concat");
+  Shape shape = first.shape();
+  shape[d] = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Tensor& x = xs[i];
+    TERN_CHECK(x.defined(), "[concat] expected defined tensors, got an undefined one at {}", i);
+    TERN_CHECK(x.dtype() == first.dtype(), "[concat] expected dtype {}, got {} at {}", dtype_name(first.dtype()),
+               dtype_name(x.dtype()), i);
+    TERN_CHECK(x.device() == first.device(), "[concat] expected device {}, got {} at {}", first.device().str(),
+               x.device().str(), i);
+    bool same = x.rank() == first.rank();
+    for (size_t k = 0; same && k < x.rank(); ++k) same = static_cast<int>(k) == d || x.shape()[k] == first.shape()[k];
+    TERN_CHECK(same, "[concat] expected shapes matching {} except at dim {}, got {} at {}", shape_str(first.shape()), d,
+               shape_str(x.shape()), i);
+    shape[d] += x.shape()[d];
+  }
+  Tensor out = Tensor::empty(shape, first.dtype(), first.device());
+  int64_t at = 0;
+  for (const Tensor& x : xs) {
+    const int64_t n = x.shape()[d];
+    if (n > 0 && x.numel() > 0) {
+      Tensor dst = out.narrow(d, at, n);
+      dst.copy_from(x);
+    }
+    at += n;
+  }
+  return out;
+}
+
+}  // namespace tern::ops
