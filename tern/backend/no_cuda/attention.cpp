@@ -1,0 +1,10 @@
+// CPU-only builds: CUDA attention throws.
+#include "tern/ops/attention.h"
+
+namespace tern::cuda {
+
+void sdpa(const Tensor&, const Tensor&, const Tensor&, float, const ops::AttentionMask&, float, Tensor&) {
+  throw Error("[sdpa] needs a CUDA build");
+}
+
+}  // namespace tern::cuda
