@@ -69,17 +69,21 @@ SafetensorsEntry parse_entry(const std::string& name, const json& v, uint64_t da
   const json& shape = v.at("shape");
   TERN_CHECK(shape.is_array(), "[safetensors] {}: tensor '{}' expected shape to be an array, got {}", file, name,
              json_brief(shape));
-  uint64_t numel = 1;
+  // Every partial product of the dims (zeros counted as 1) must fit in int64, so that element counts
+  // and contiguous strides of any view of this tensor cannot overflow.
+  int64_t extent = 1;
   bool overflow = false;
   for (const json& d : shape) {
     uint64_t n = parse_u64(d, file, name, "shape dims");
-    TERN_CHECK(n <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
-               "[safetensors] {}: tensor '{}' expected shape dims below 2^63, got {}", file, name, n);
+    overflow = overflow || n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+               __builtin_mul_overflow(extent, std::max<int64_t>(static_cast<int64_t>(n), 1), &extent);
+    TERN_CHECK(!overflow, "[safetensors] {}: tensor '{}' expected a shape whose size fits in 64 bits, got {}", file,
+               name, json_brief(shape));
     e.shape.push_back(static_cast<int64_t>(n));
-    overflow = overflow || __builtin_mul_overflow(numel, n, &numel);
   }
   uint64_t expected_bytes = 0;
-  overflow = overflow || __builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(e.dtype)), &expected_bytes);
+  overflow = __builtin_mul_overflow(static_cast<uint64_t>(numel(e.shape)), static_cast<uint64_t>(dtype_size(e.dtype)),
+                                    &expected_bytes);
   TERN_CHECK(!overflow, "[safetensors] {}: tensor '{}' expected a shape whose size fits in 64 bits, got {}", file,
              name, json_brief(shape));
 
