@@ -1,0 +1,72 @@
+// The BPE model of tokenizer.json: byte-level (GPT-2 / Qwen / Llama 3) and SentencePiece-style
+// (byte_fallback, unk_token, fuse_unk), merges as "a b" strings or [a, b] pairs, ignore_merges,
+// continuing_subword_prefix / end_of_word_suffix. Merging is heap based; words are cached.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "tern/text/json_util.h"
+#include "tern/text/string_map.h"
+
+namespace tern::text {
+
+class Bpe {
+ public:
+  // Builds the model from tokenizer.json's "model" object. Throws tern::Error naming the field for a
+  // non-BPE model, a malformed vocab or a merge whose parts are not in the vocab.
+  static std::unique_ptr<Bpe> from_json(const Json& model, const JsonPath& p);
+
+  // Appends the ids of one pre-tokenized piece to out. Thread-safe.
+  void tokenize(std::string_view word, std::vector<int32_t>& out) const;
+
+  std::optional<int32_t> token_to_id(std::string_view token) const;
+  // The vocab string of id, or nullptr when the model has no such id.
+  const std::string* id_to_token(int32_t id) const;
+  // Largest id in the vocab + 1.
+  int64_t size() const { return static_cast<int64_t>(id_to_token_.size()); }
+
+ private:
+  struct MergeValue {
+    int32_t rank, new_id;
+  };
+  // Open-addressing map from an id pair to its merge; built once, read-only afterwards.
+  class MergeMap {
+   public:
+    void reserve(size_t n);
+    void set(int32_t a, int32_t b, MergeValue v);
+    const MergeValue* find(int32_t a, int32_t b) const;
+
+   private:
+    static uint64_t key(int32_t a, int32_t b) {
+      return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
+    }
+    std::vector<uint64_t> keys_;
+    std::vector<MergeValue> values_;
+    size_t mask_ = 0, count_ = 0;
+  };
+
+  void merge_word(std::string_view word, std::vector<int32_t>& out) const;
+  int32_t char_id(std::string_view ch, bool first, bool last) const;
+
+  StringMap<int32_t> vocab_;
+  std::vector<std::string> id_to_token_;
+  std::vector<uint8_t> has_id_;
+  MergeMap merges_;
+  std::vector<int32_t> small_char_id_;  // code point < 0x800 -> id, when no prefix/suffix is set
+  int32_t byte_ids_[256];
+  bool byte_fallback_ = false, fuse_unk_ = false, ignore_merges_ = false;
+  std::optional<int32_t> unk_id_;
+  std::string prefix_, suffix_;
+
+  mutable std::shared_mutex cache_mutex_;
+  mutable StringMap<std::vector<int32_t>> cache_;
+};
+
+}  // namespace tern::text
