@@ -22,7 +22,7 @@ generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 if [[ ! -f $build/CMakeCache.txt ]]; then
   CC=clang CXX=clang++ cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release \
-    -DTERN_FUZZ=ON -DTERN_TESTS=OFF >/dev/null
+    -DTERN_FUZZ=ON -DTERN_TESTS=OFF -DTERN_CUDA=OFF >/dev/null
 fi
 cmake --build "$build" --target "$target" -j "$jobs"
 

@@ -64,7 +64,8 @@ class SafetensorsFile : public std::enable_shared_from_this<SafetensorsFile> {
   // The header entry of name; throws "[safetensors] <path>: missing tensor 'name'" when absent.
   const SafetensorsEntry& entry(const std::string& name) const;
   // A contiguous CPU view of name's bytes in the mapping (zero-copy; a copy only when the bytes are
-  // not aligned to the dtype size). Throws like entry() when absent.
+  // not aligned to the dtype size). The mapping is read-only: write to a clone(), never to the view.
+  // Throws like entry() when absent.
   Tensor get(const std::string& name) const;
   // Sum of all tensors' byte sizes.
   uint64_t total_bytes() const;
