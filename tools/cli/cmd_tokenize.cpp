@@ -1,0 +1,66 @@
+// tern tokenize: token ids of text with a model directory's tokenizer.json, one JSON object per text.
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "tern/base/error.h"
+#include "tern/text/tokenizer.h"
+#include "tools/cli/command.h"
+
+namespace tern::cli {
+namespace {
+
+// {"ids": [...]} (+ "decoded") for one text.
+std::string tokenize_line(const text::Tokenizer& tok, const std::string& text, bool add_special, bool decode) {
+  std::vector<int32_t> ids = tok.encode(text, add_special);
+  nlohmann::ordered_json out = {{"ids", ids}};
+  if (decode) out["decoded"] = tok.decode(ids);
+  return out.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+int run_tokenize(int argc, char** argv) {
+  Args a("tokenize", "Print the token ids of text, exactly as Hugging Face tokenizers would: {\"ids\": [...]}.");
+  a.positional("MODEL_DIR", "a model directory with tokenizer.json (tokenizer_config.json optional)")
+      .flag("text", "TEXT", "the text to tokenize")
+      .flag("jsonl", "FILE", "read one JSON object with a \"text\" field per line (- for stdin); print one line each")
+      .flag("add-special", "", "apply the tokenizer's post-processor (BOS and the like)")
+      .flag("decode", "", "also print \"decoded\": the decode of the ids, special tokens kept");
+  if (!a.parse(argc, argv)) return 0;
+  TERN_CHECK(a.has("text") != a.has("jsonl"), "[tokenize] expected exactly one of --text or --jsonl, got {}",
+             a.has("text") ? "both" : "neither");
+  const text::Tokenizer tok = text::Tokenizer::load(a.get("MODEL_DIR"));
+  const bool add_special = a.has("add-special"), decode = a.has("decode");
+  if (a.has("text")) {
+    std::printf("%s\n", tokenize_line(tok, a.get("text"), add_special, decode).c_str());
+    return 0;
+  }
+  const std::string path = a.get("jsonl");
+  std::ifstream file;
+  if (path != "-") {
+    file.open(path);
+    TERN_CHECK(file.is_open(), "[tokenize] expected a readable --jsonl file, got '{}'", path);
+  }
+  std::istream& in = path == "-" ? std::cin : file;
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      TERN_THROW("[tokenize] {} line {}: expected a JSON object, got a parse error at byte {}", path, n, e.byte);
+    }
+    TERN_CHECK(j.is_object() && j.contains("text") && j["text"].is_string(),
+               "[tokenize] {} line {}: expected an object with a string \"text\", got {}", path, n,
+               j.dump().substr(0, 80));
+    std::printf("%s\n", tokenize_line(tok, j["text"].get<std::string>(), add_special, decode).c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+TERN_COMMAND("tokenize", "print token ids of text (--text or --jsonl) with a model's tokenizer", run_tokenize);
+
+}  // namespace tern::cli
