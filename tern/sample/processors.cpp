@@ -38,8 +38,8 @@ float max_logit(const std::vector<Candidate>& cands) {
 
 void apply_logit_bias(std::span<float> logits, const std::unordered_map<int32_t, float>& bias) {
   for (const auto& [id, b] : bias) {
-    TERN_CHECK(id >= 0 && static_cast<size_t>(id) < logits.size(), "[sample] expected logit_bias ids in [0, {}), got {}",
-               logits.size(), id);
+    TERN_CHECK(id >= 0 && static_cast<size_t>(id) < logits.size(),
+               "[sample] expected logit_bias ids in [0, {}), got {}", logits.size(), id);
     logits[id] += b;
   }
 }
@@ -92,38 +92,52 @@ void top_k_filter(std::vector<Candidate>& cands, int32_t k) {
 
 void top_p_filter(std::vector<Candidate>& cands, float top_p) {
   if (top_p >= 1.0f || cands.size() <= 1) return;
-  float m = max_logit(cands);
+  const float m = max_logit(cands);
+  // Histogram of mass by distance below the max (bins 1/32 logit wide): candidates in bins before the
+  // one where the mass crosses top_p are kept unsorted; only the crossing bin is sorted and walked.
+  constexpr int kBins = 1024;
+  constexpr float kBinsPerLogit = 32.0f;
+  auto bin_of = [&](float logit) {
+    return static_cast<int>(std::min((m - logit) * kBinsPerLogit, static_cast<float>(kBins - 1)));
+  };
+  std::vector<double> bin_mass(kBins, 0.0);
   double total = 0.0;
-  for (const Candidate& c : cands) total += std::exp(static_cast<double>(c.logit) - m);
-  bool sorted = std::is_sorted(cands.begin(), cands.end(), better_candidate);
-  size_t prefix = sorted ? cands.size() : std::min<size_t>(1024, cands.size());
-  for (;;) {
-    if (!sorted) {
-      if (prefix < cands.size()) {
-        std::nth_element(cands.begin(), cands.begin() + prefix, cands.end(), better_candidate);
-      }
-      std::sort(cands.begin(), cands.begin() + prefix, better_candidate);
+  for (const Candidate& c : cands) {
+    double w = std::exp(c.logit - m);
+    bin_mass[bin_of(c.logit)] += w;
+    total += w;
+  }
+  const double target = static_cast<double>(top_p) * total;
+  int cross = 0;
+  double before = 0.0;
+  while (cross < kBins - 1 && before + bin_mass[cross] < target) before += bin_mass[cross++];
+  auto inner_end =
+      std::partition(cands.begin(), cands.end(), [&](const Candidate& c) { return bin_of(c.logit) < cross; });
+  auto cross_end =
+      std::partition(inner_end, cands.end(), [&](const Candidate& c) { return bin_of(c.logit) == cross; });
+  // Walk the crossing bin best first; past it (only if f64 rounding left the nucleus open) the rest.
+  // A token is kept iff the mass strictly before it is < top_p (HF removes ascending cumsum <= 1 - p).
+  std::sort(inner_end, cross_end, better_candidate);
+  bool rest_sorted = false;
+  for (auto it = inner_end; it != cands.end(); ++it) {
+    if (it == cross_end && !rest_sorted) {
+      std::sort(cross_end, cands.end(), better_candidate);
+      rest_sorted = true;
     }
-    // A token is kept iff the mass strictly before it is < top_p (HF removes ascending cumsum <= 1 - p).
-    double before = 0.0;
-    for (size_t i = 0; i < prefix; ++i) {
-      if (i > 0 && before >= top_p) {
-        cands.resize(i);
-        return;
-      }
-      before += std::exp(static_cast<double>(cands[i].logit) - m) / total;
+    if (it != cands.begin() && before >= target) {
+      cands.erase(it, cands.end());
+      return;
     }
-    if (prefix == cands.size()) return;  // the whole list is the nucleus
-    prefix = std::min(prefix * 4, cands.size());
+    before += std::exp(it->logit - m);
   }
 }
 
 void min_p_filter(std::vector<Candidate>& cands, float min_p) {
   if (min_p <= 0.0f || cands.empty()) return;
+  // prob >= min_p * max_prob  <=>  logit - max_logit >= log(min_p); no exp per token.
   float m = max_logit(cands);
-  std::erase_if(cands, [&](const Candidate& c) {
-    return std::exp(static_cast<double>(c.logit) - m) < static_cast<double>(min_p);
-  });
+  float floor = std::log(min_p);
+  std::erase_if(cands, [&](const Candidate& c) { return c.logit - m < floor; });
 }
 
 std::vector<Candidate> warp(std::span<const float> logits, const SamplingParams& params) {
@@ -137,18 +151,37 @@ std::vector<Candidate> warp(std::span<const float> logits, const SamplingParams&
 int32_t draw_candidate(std::vector<Candidate>& cands, float u) {
   TERN_ASSERT(!cands.empty(), "draw from an empty candidate list");
   TERN_CHECK(u >= 0.0f && u < 1.0f, "[sample] expected u in [0, 1), got {}", u);
-  auto by_id = [](const Candidate& a, const Candidate& b) { return a.id < b.id; };
-  if (!std::is_sorted(cands.begin(), cands.end(), by_id)) std::sort(cands.begin(), cands.end(), by_id);
   float m = max_logit(cands);
+  auto by_id = [](const Candidate& a, const Candidate& b) { return a.id < b.id; };
+  int32_t max_id = 0;
+  for (const Candidate& c : cands) max_id = std::max(max_id, c.id);
+  // weights[i] in ascending id order. A large unsorted set is scattered into a dense row instead of
+  // sorted: absent ids weigh 0, and adding 0.0 leaves every f64 partial sum unchanged.
+  std::vector<float> weights;
+  std::vector<int32_t> ids;
+  bool dense = cands.size() > 1024 && static_cast<size_t>(max_id) < 64 * cands.size() &&
+               !std::is_sorted(cands.begin(), cands.end(), by_id);
+  if (dense) {
+    weights.assign(static_cast<size_t>(max_id) + 1, 0.0f);
+    for (const Candidate& c : cands) weights[c.id] = std::exp(c.logit - m);
+  } else {
+    if (!std::is_sorted(cands.begin(), cands.end(), by_id)) std::sort(cands.begin(), cands.end(), by_id);
+    weights.resize(cands.size());
+    ids.resize(cands.size());
+    for (size_t i = 0; i < cands.size(); ++i) {
+      weights[i] = std::exp(cands[i].logit - m);
+      ids[i] = cands[i].id;
+    }
+  }
   double total = 0.0;
-  for (const Candidate& c : cands) total += std::exp(c.logit - m);
+  for (float w : weights) total += w;
   double target = static_cast<double>(u) * total;
   double cum = 0.0;
-  for (const Candidate& c : cands) {
-    cum += std::exp(c.logit - m);
-    if (target < cum) return c.id;
+  for (size_t i = 0; i < weights.size(); ++i) {
+    cum += weights[i];
+    if (target < cum) return dense ? static_cast<int32_t>(i) : ids[i];
   }
-  return cands.back().id;
+  return max_id;
 }
 
 }  // namespace tern

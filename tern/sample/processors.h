@@ -47,22 +47,25 @@ std::vector<Candidate> make_candidates(std::span<const float> logits);
 void top_k_filter(std::vector<Candidate>& cands, int32_t k);
 
 // HF TopPLogitsWarper: with probabilities softmax over the candidates, keeps the smallest best-first
-// prefix whose cumulative probability reaches top_p (a token is kept iff the mass strictly before it
-// is < top_p), always at least one. Sorts only a growing best-first prefix (1024, 4096, ...) until it
-// holds the nucleus. Leaves the survivors sorted best first. top_p >= 1 is a no-op.
+// (better_candidate order) set whose probability reaches top_p: a token is kept iff the mass of the
+// tokens strictly before it is < top_p; always at least one. Weights are exp(logit - max) in f32
+// summed in f64. Linear apart from sorting one histogram bin (1/32 logit wide) at the boundary; the
+// survivors' order is unspecified. top_p >= 1 is a no-op.
 void top_p_filter(std::vector<Candidate>& cands, float top_p);
 
-// HF MinPLogitsWarper: keeps candidates with prob >= min_p * max_prob, i.e. exp(logit - max_logit)
-// >= min_p (renormalisation cancels). The best token always survives; order is preserved.
+// HF MinPLogitsWarper: keeps candidates with prob >= min_p * max_prob, tested in f32 as
+// logit - max_logit >= log(min_p) (renormalisation cancels). The best token always survives; order is
+// preserved.
 // min_p <= 0 is a no-op.
 void min_p_filter(std::vector<Candidate>& cands, float min_p);
 
 // The warpers in order: make_candidates, then top-k, top-p, min-p as params ask. Non-empty result.
 std::vector<Candidate> warp(std::span<const float> logits, const SamplingParams& params);
 
-// Inverse-CDF draw: sorts cands by ascending id, weights w_i = exp(logit_i - max_logit) (f32),
-// accumulates them in f64 and returns the first id whose running sum exceeds u * sum(w); the last
-// candidate if rounding leaves none. u must be in [0, 1); cands must be non-empty.
+// Inverse-CDF draw in ascending id order: weights w_i = exp(logit_i - max_logit) in f32, running sums
+// in f64 (total and prefix, both in id order); returns the first id whose running sum exceeds
+// u * total, or the largest id if rounding leaves none. u must be in [0, 1); cands non-empty. May
+// reorder cands.
 int32_t draw_candidate(std::vector<Candidate>& cands, float u);
 
 }  // namespace tern

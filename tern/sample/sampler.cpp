@@ -11,19 +11,52 @@ namespace tern {
 
 namespace {
 
-// max and log(sum exp(l - max)) of a row, in f64; max is -inf for an all -inf row.
+// max and log(sum exp(l - max)) of a row: f32 exp terms over an f64 sum; max is -inf for an
+// all -inf row.
 std::pair<double, double> log_sum_exp(std::span<const float> logits) {
-  double m = -INFINITY;
-  for (float l : logits) m = std::max(m, static_cast<double>(l));
+  float m = -INFINITY;
+  for (float l : logits) m = std::max(m, l);
   if (m == -INFINITY) return {m, 0.0};
   double s = 0.0;
-  for (float l : logits) s += std::exp(static_cast<double>(l) - m);
+  for (float l : logits) s += std::exp(l - m);
   return {m, std::log(s)};
 }
 
 float logprob_of(float logit, std::pair<double, double> lse) {
   if (logit == -INFINITY || lse.first == -INFINITY) return -INFINITY;
   return static_cast<float>(static_cast<double>(logit) - lse.first - lse.second);
+}
+
+// The k best (id, logprob) of a row under a precomputed log_sum_exp.
+std::vector<std::pair<int32_t, float>> top_logprobs_with(std::span<const float> logits, int32_t k,
+                                                         std::pair<double, double> lse) {
+  size_t keep = std::min(static_cast<size_t>(std::max(k, 0)), logits.size());
+  if (keep == 0) return {};
+  std::vector<Candidate> cands(logits.size());
+  for (size_t i = 0; i < logits.size(); ++i) {
+    // NaN would break the strict weak order of better_candidate.
+    TERN_CHECK(!std::isnan(logits[i]), "[sample] expected logits that are not NaN, got NaN at id {}", i);
+    cands[i] = {static_cast<int32_t>(i), logits[i]};
+  }
+  std::partial_sort(cands.begin(), cands.begin() + keep, cands.end(), better_candidate);
+  std::vector<std::pair<int32_t, float>> out;
+  out.reserve(keep);
+  for (size_t i = 0; i < keep; ++i) out.emplace_back(cands[i].id, logprob_of(cands[i].logit, lse));
+  return out;
+}
+
+// Greedy pick: the first index of the largest logit; rejects rows make_candidates would reject.
+int32_t argmax_checked(std::span<const float> logits) {
+  size_t best = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    float l = logits[i];
+    TERN_CHECK(!std::isnan(l) && l != INFINITY, "[sample] expected logits that are finite or -inf, got {} at id {}", l,
+               i);
+    if (l > logits[best]) best = i;
+  }
+  TERN_CHECK(logits[best] != -INFINITY, "[sample] expected at least one logit above -inf, got all {} at -inf",
+             logits.size());
+  return static_cast<int32_t>(best);
 }
 
 }  // namespace
@@ -35,20 +68,7 @@ float raw_logprob(std::span<const float> logits, int32_t token) {
 }
 
 std::vector<std::pair<int32_t, float>> raw_top_logprobs(std::span<const float> logits, int32_t k) {
-  size_t keep = std::min(static_cast<size_t>(std::max(k, 0)), logits.size());
-  if (keep == 0) return {};
-  std::vector<Candidate> cands(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) cands[i] = {static_cast<int32_t>(i), logits[i]};
-  // NaN logits would break the strict weak order; make_candidates rejects them on the sampling path.
-  for (const Candidate& c : cands) {
-    TERN_CHECK(!std::isnan(c.logit), "[sample] expected logits that are not NaN, got NaN at id {}", c.id);
-  }
-  std::partial_sort(cands.begin(), cands.begin() + keep, cands.end(), better_candidate);
-  auto lse = log_sum_exp(logits);
-  std::vector<std::pair<int32_t, float>> out;
-  out.reserve(keep);
-  for (size_t i = 0; i < keep; ++i) out.emplace_back(cands[i].id, logprob_of(cands[i].logit, lse));
-  return out;
+  return top_logprobs_with(logits, k, log_sum_exp(logits));
 }
 
 Sampler::Sampler(SamplingParams p) : params_(std::move(p)), rng_(params_.seed) {
@@ -69,9 +89,7 @@ Sampler::Result Sampler::sample(const float* logits, int64_t vocab, std::span<co
 
   int32_t token;
   if (params_.temperature == 0.0f) {
-    // make_candidates checks the row (NaN, +inf, all -inf) exactly as the sampling path does.
-    std::vector<Candidate> cands = make_candidates(work_);
-    token = std::min_element(cands.begin(), cands.end(), better_candidate)->id;
+    token = argmax_checked(work_);
   } else {
     apply_temperature(work_, params_.temperature);
     std::vector<Candidate> cands = warp(work_, params_);
@@ -82,7 +100,7 @@ Sampler::Result Sampler::sample(const float* logits, int64_t vocab, std::span<co
   r.token = token;
   auto lse = log_sum_exp(raw);
   r.logprob = logprob_of(raw[token], lse);
-  if (params_.top_logprobs > 0) r.top_logprobs = raw_top_logprobs(raw, params_.top_logprobs);
+  if (params_.top_logprobs > 0) r.top_logprobs = top_logprobs_with(raw, params_.top_logprobs, lse);
   return r;
 }
 

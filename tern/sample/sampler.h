@@ -48,7 +48,7 @@ class Sampler {
   std::vector<float> work_;  // processed copy of the row, reused across calls
 };
 
-// log_softmax(logits)[token] for one raw row, accumulated in f64.
+// log_softmax(logits)[token] for one raw row (f32 exp terms over an f64 sum); -inf for a -inf logit.
 float raw_logprob(std::span<const float> logits, int32_t token);
 
 // The k best (id, log_softmax) of a raw row (k clamped to the row), descending, ties toward lower id.
