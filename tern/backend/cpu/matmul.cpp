@@ -246,37 +246,49 @@ void dot_rows(const float* x, int64_t in, const W* w, int64_t ldw, int64_t o0, i
   for (; o < o1; ++o) dot_tile<1, NT>(x, in, w + o * ldw, ldw, in, y + o, ldy);
 }
 
+// Rows [o0, o1) of y for all tokens. Rows go in blocks small enough for L1, and every token tile runs
+// over a block before the next, so w streams from memory once whatever the token count.
 template <typename W>
 void dot_rows_tokens(const float* x, int64_t tokens, int64_t in, const W* w, int64_t ldw, int64_t o0, int64_t o1,
                      float* y, int64_t ldy) {
-  for (int64_t t = 0; t < tokens; t += 4) {
-    const float* xt = x + t * in;
-    float* yt = y + t * ldy;
-    switch (std::min<int64_t>(4, tokens - t)) {
-      case 1: dot_rows<8, 1>(xt, in, w, ldw, o0, o1, yt, ldy); break;
-      case 2: dot_rows<4, 2>(xt, in, w, ldw, o0, o1, yt, ldy); break;
-      case 3: dot_rows<3, 3>(xt, in, w, ldw, o0, o1, yt, ldy); break;
-      default: dot_rows<2, 4>(xt, in, w, ldw, o0, o1, yt, ldy); break;
+  const int64_t row_block = std::max<int64_t>(8, (int64_t{16} << 10) / (std::max<int64_t>(in, 1) * sizeof(W)));
+  for (int64_t b0 = o0; b0 < o1; b0 += row_block) {
+    const int64_t b1 = std::min(o1, b0 + row_block);
+    for (int64_t t = 0; t < tokens; t += 4) {
+      const float* xt = x + t * in;
+      float* yt = y + t * ldy;
+      switch (std::min<int64_t>(4, tokens - t)) {
+        case 1: dot_rows<8, 1>(xt, in, w, ldw, b0, b1, yt, ldy); break;
+        case 2: dot_rows<4, 2>(xt, in, w, ldw, b0, b1, yt, ldy); break;
+        case 3: dot_rows<3, 3>(xt, in, w, ldw, b0, b1, yt, ldy); break;
+        default: dot_rows<2, 4>(xt, in, w, ldw, b0, b1, yt, ldy); break;
+      }
     }
   }
 }
 
-// At or below this many tokens the dot kernel (one pass over w) beats widening w for a GEMM.
-constexpr int64_t kDotMaxTokens = 8;
+// At or below this many tokens the dot kernel beats sgemm (OpenBLAS packs poorly for a few rows) and
+// widening w for a GEMM. Measured on 1024x1024 weights.
+constexpr int64_t kDotMaxTokens = 16;
 
+// y [tokens, out] += x [tokens, in] @ w[out, in]^T for any weight type.
 template <typename W>
-void linear_narrow_w(const float* x, int64_t tokens, int64_t in, const W* w, int64_t ldw, int64_t out, float* y) {
+void linear_rows(const float* x, int64_t tokens, int64_t in, const W* w, int64_t ldw, int64_t out, float* y) {
   if (tokens <= kDotMaxTokens) {
     parallel_for(out, 32, [&](int64_t o0, int64_t o1) { dot_rows_tokens(x, tokens, in, w, ldw, o0, o1, y, out); });
     return;
   }
-  // Widen a block of w rows (about 1 MiB of f32) in parallel, then GEMM it from the top level.
-  const int64_t block = std::max<int64_t>(16, (int64_t{1} << 18) / std::max<int64_t>(in, 1));
-  float* wf = scratch(kScratchB, std::min(block, out) * in);
-  for (int64_t o0 = 0; o0 < out; o0 += block) {
-    const int64_t nb = std::min(block, out - o0);
-    widen_matrix(w + o0 * ldw, nb, in, ldw, 1, wf);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tokens, nb, in, 1.0f, x, in, wf, in, 1.0f, y + o0, out);
+  if constexpr (std::is_same_v<W, float>) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tokens, out, in, 1.0f, x, in, w, ldw, 1.0f, y, out);
+  } else {
+    // Widen a block of w rows (about 1 MiB of f32) in parallel, then GEMM it from the top level.
+    const int64_t block = std::max<int64_t>(16, (int64_t{1} << 18) / std::max<int64_t>(in, 1));
+    float* wf = scratch(kScratchB, std::min(block, out) * in);
+    for (int64_t o0 = 0; o0 < out; o0 += block) {
+      const int64_t nb = std::min(block, out - o0);
+      widen_matrix(w + o0 * ldw, nb, in, ldw, 1, wf);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tokens, nb, in, 1.0f, x, in, wf, in, 1.0f, y + o0, out);
+    }
   }
 }
 
@@ -351,18 +363,9 @@ void linear(const Tensor& x2d, const Tensor& w_in, const Tensor& bias, Tensor& o
 
   if (in > 0) {
     switch (w.dtype()) {
-      case Dtype::f32:
-        if (tokens <= 1) {
-          parallel_for(out, 32, [&](int64_t o0, int64_t o1) {
-            dot_rows_tokens(x, tokens, in, w.data<float>(), ldw, o0, o1, y, out);
-          });
-        } else {
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tokens, out, in, 1.0f, x, in, w.data<float>(), ldw,
-                      1.0f, y, out);
-        }
-        break;
-      case Dtype::bf16: linear_narrow_w(x, tokens, in, w.data<bf16>(), ldw, out, y); break;
-      case Dtype::f16: linear_narrow_w(x, tokens, in, w.data<f16>(), ldw, out, y); break;
+      case Dtype::f32: linear_rows(x, tokens, in, w.data<float>(), ldw, out, y); break;
+      case Dtype::bf16: linear_rows(x, tokens, in, w.data<bf16>(), ldw, out, y); break;
+      case Dtype::f16: linear_rows(x, tokens, in, w.data<f16>(), ldw, out, y); break;
       default: TERN_THROW("[linear] expected w f32, bf16 or f16, got {}", dtype_name(w.dtype()));
     }
   }
