@@ -9,9 +9,12 @@
 namespace tern::ops {
 namespace {
 
-// f32 product rounded once and never fused into a neighbouring add: the product of two floats is
-// exact in double. transformers runs every step as its own f32 tensor op, so fma would drift.
-inline float mul_f32(float a, float b) { return static_cast<float>(static_cast<double>(a) * static_cast<double>(b)); }
+// f32 product rounded on its own, never contracted into an fma with a neighbouring add (the
+// volatile forces the rounding): transformers runs every step as its own f32 tensor op.
+inline float mul_f32(float a, float b) {
+  volatile float p = a * b;
+  return p;
+}
 
 // base ** (arange(0, dim, 2).float() / dim) as f32 tensors: the exponent is an f32 quotient, the
 // power correctly rounded to f32.

@@ -75,8 +75,9 @@ template <typename T>
 void softmax_row(const T* x, int64_t sx, T* o, int64_t so, int64_t n, bool log) {
   const float m = row_max(x, sx, n);
   if (log) {
-    const float shift = m + std::log(row_sum_exp(x, sx, n, m));
-    for (int64_t i = 0; i < n; ++i) o[i * so] = T(static_cast<float>(x[i * sx]) - shift);
+    // (x - m) - log(s), in that order: x - m is exact near the max, where log-probs are small.
+    const float log_sum = std::log(row_sum_exp(x, sx, n, m));
+    for (int64_t i = 0; i < n; ++i) o[i * so] = T((static_cast<float>(x[i * sx]) - m) - log_sum);
     return;
   }
   if constexpr (std::is_same_v<T, float>) {

@@ -1,0 +1,156 @@
+// Embedding gather and concat against direct indexing: id dtypes, strided tables and ids, dtype
+// conversion on the way out, out-of-range ids, and concat along every dim.
+#include "tern/ops/index.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace tern {
+namespace {
+
+Tensor random(const Shape& shape, Dtype dt, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  Tensor t = Tensor::empty(shape, dt);
+  dispatch_dtype(dt, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = static_cast<T*>(t.data_ptr());
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = T(u(rng));
+  });
+  return t;
+}
+
+float round_to(float v, Dtype dt) {
+  if (dt == Dtype::bf16) return bf16(v);
+  if (dt == Dtype::f16) return f16(v);
+  return v;
+}
+
+// table rows picked by ids (row-major), rounded to out_dtype.
+std::vector<float> ref_embedding(const Tensor& table, const std::vector<int64_t>& ids, Dtype out_dtype) {
+  std::vector<float> tv = table.to_f32_vector(), out;
+  const int64_t d = table.size(1);
+  for (int64_t id : ids) {
+    for (int64_t j = 0; j < d; ++j) out.push_back(round_to(tv[id * d + j], out_dtype));
+  }
+  return out;
+}
+
+TEST(Embedding, GatherI32AndI64) {
+  for (int64_t d : {1, 7, 129}) {
+    Tensor table = random({10, d}, Dtype::f32, static_cast<uint32_t>(d));
+    std::vector<int32_t> ids32 = {3, 0, 9, 3, 5, 1};
+    std::vector<int64_t> ids64(ids32.begin(), ids32.end());
+    Tensor a = ops::embedding(table, Tensor::from_vector(ids32, {2, 3}), Dtype::f32);
+    EXPECT_EQ(a.shape(), (Shape{2, 3, d}));
+    EXPECT_EQ(a.to_f32_vector(), ref_embedding(table, ids64, Dtype::f32));
+    Tensor b = ops::embedding(table, Tensor::from_vector(ids64, {6}), Dtype::f32);
+    EXPECT_EQ(b.shape(), (Shape{6, d}));
+    EXPECT_EQ(b.to_f32_vector(), ref_embedding(table, ids64, Dtype::f32));
+  }
+  Tensor table = random({4, 3}, Dtype::f32, 1);
+  Tensor one = ops::embedding(table, Tensor::from_vector(std::vector<int64_t>{2}, {}), Dtype::f32);
+  EXPECT_EQ(one.shape(), (Shape{3}));
+  EXPECT_EQ(one.to_f32_vector(), ref_embedding(table, {2}, Dtype::f32));
+}
+
+TEST(Embedding, DtypesAndStrides) {
+  std::vector<int64_t> ids = {1, 4, 4, 0, 2};
+  Tensor idt = Tensor::from_vector(ids, {5});
+  for (Dtype td : {Dtype::f32, Dtype::bf16, Dtype::f16}) {
+    for (Dtype od : {Dtype::f32, Dtype::bf16, Dtype::f16}) {
+      Tensor table = random({5, 33}, td, 2);
+      Tensor y = ops::embedding(table, idt, od);
+      EXPECT_EQ(y.dtype(), od);
+      EXPECT_EQ(y.to_f32_vector(), ref_embedding(table, ids, od)) << dtype_name(td) << " -> " << dtype_name(od);
+    }
+  }
+  // A transposed table ([D, V] stored, [V, D] viewed) and strided ids.
+  Tensor table = random({33, 5}, Dtype::bf16, 3).transpose(0, 1);
+  std::vector<int32_t> padded = {1, -7, 4, -7, 4, -7, 0, -7, 2, -7};
+  Tensor sid = Tensor::from_vector(padded, {10}).slice(0, 0, 10, 2);
+  EXPECT_EQ(ops::embedding(table, sid, Dtype::f32).to_f32_vector(), ref_embedding(table, ids, Dtype::f32));
+  // Many ids: the parallel path.
+  std::vector<int64_t> many(5000);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = static_cast<int64_t>(i * 7 % 5);
+  Tensor big = random({5, 64}, Dtype::f32, 4);
+  EXPECT_EQ(ops::embedding(big, Tensor::from_vector(many, {50, 100}), Dtype::bf16).to_f32_vector(),
+            ref_embedding(big, many, Dtype::bf16));
+}
+
+TEST(Embedding, OutOfRangeIds) {
+  Tensor table = random({10, 4}, Dtype::f32, 5);
+  try {
+    ops::embedding(table, Tensor::from_vector(std::vector<int32_t>{1, 12, 3}, {3}), Dtype::f32);
+    FAIL() << "expected an out-of-range error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[embedding] expected token id in [0, 10), got 12"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(ops::embedding(table, Tensor::from_vector(std::vector<int64_t>{-1}, {1}), Dtype::f32), Error);
+  EXPECT_THROW(ops::embedding(table, Tensor::from_vector(std::vector<int64_t>{10}, {1}), Dtype::f32), Error);
+  EXPECT_THROW(ops::embedding(table, Tensor::from_vector(std::vector<float>{1}, {1}), Dtype::f32), Error);
+  EXPECT_THROW(ops::embedding(table, Tensor::from_vector(std::vector<int64_t>{1}, {1}), Dtype::i32), Error);
+  EXPECT_THROW(ops::embedding(random({10}, Dtype::f32, 6), Tensor::from_vector(std::vector<int64_t>{1}, {1}),
+                              Dtype::f32),
+               Error);
+  EXPECT_EQ(ops::embedding(table, Tensor::empty({0}, Dtype::i64), Dtype::f32).shape(), (Shape{0, 4}));
+}
+
+TEST(Concat, EveryDim) {
+  Tensor a = random({2, 3, 4}, Dtype::f32, 7);
+  for (int64_t dim : {0, 1, 2, -1}) {
+    int d = normalize_dim(dim, 3, "test");
+    Shape sb = a.shape(), sc = a.shape();
+    sb[d] = 1;
+    sc[d] = 5;
+    Tensor b = random(sb, Dtype::f32, 8), c = random(sc, Dtype::f32, 9);
+    Tensor y = ops::concat({a, b, c}, dim);
+    Shape want = a.shape();
+    want[d] = a.size(d) + 1 + 5;
+    ASSERT_EQ(y.shape(), want);
+    // Each part reads back through a slice of the result.
+    EXPECT_EQ(y.narrow(d, 0, a.size(d)).to_f32_vector(), a.to_f32_vector());
+    EXPECT_EQ(y.narrow(d, a.size(d), 1).to_f32_vector(), b.to_f32_vector());
+    EXPECT_EQ(y.narrow(d, a.size(d) + 1, 5).to_f32_vector(), c.to_f32_vector());
+  }
+}
+
+TEST(Concat, StridedInputsDtypesAndEmptyParts) {
+  Tensor a = random({5, 3}, Dtype::bf16, 10).transpose(0, 1);  // [3, 5]
+  Tensor b = random({3, 14}, Dtype::bf16, 11).slice(1, 0, 14, 2);  // [3, 7]
+  Tensor e = Tensor::empty({3, 0}, Dtype::bf16);
+  Tensor y = ops::concat({e, a, e, b}, 1);
+  EXPECT_EQ(y.shape(), (Shape{3, 12}));
+  EXPECT_EQ(y.dtype(), Dtype::bf16);
+  EXPECT_EQ(y.narrow(1, 0, 5).to_f32_vector(), a.to_f32_vector());
+  EXPECT_EQ(y.narrow(1, 5, 7).to_f32_vector(), b.to_f32_vector());
+  Tensor i = ops::concat({Tensor::from_vector(std::vector<int32_t>{1, 2}, {2}),
+                          Tensor::from_vector(std::vector<int32_t>{3}, {1})},
+                         0);
+  EXPECT_EQ(i.to_f32_vector(), (std::vector<float>{1, 2, 3}));
+  Tensor single = ops::concat({a}, 0);
+  EXPECT_EQ(single.to_f32_vector(), a.to_f32_vector());
+}
+
+TEST(Concat, BadInput) {
+  Tensor a = random({2, 3}, Dtype::f32, 12);
+  EXPECT_THROW(ops::concat({}, 0), Error);
+  EXPECT_THROW(ops::concat({a, random({2, 3}, Dtype::bf16, 13)}, 0), Error);
+  try {
+    ops::concat({a, random({3, 3}, Dtype::f32, 14)}, 1);
+    FAIL() << "expected a shape error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[concat] expected shapes matching [2, 3] except at dim 1, got [3, 3] at 1"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(ops::concat({a, random({2, 3, 1}, Dtype::f32, 15)}, 0), Error);
+  EXPECT_THROW(ops::concat({a, a}, 2), Error);
+  EXPECT_THROW(ops::concat({a, Tensor()}, 0), Error);
+  EXPECT_THROW(ops::concat({Tensor::from_vector(std::vector<float>{1}, {})}, 0), Error);
+}
+
+}  // namespace
+}  // namespace tern

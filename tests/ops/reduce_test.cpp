@@ -1,0 +1,249 @@
+// Reductions against naive loops: softmax / log_softmax (stability, masked rows), sum / mean / max
+// with keepdim, argmax and top-k tie rules, along every dim of strided and bf16/f16 inputs.
+#include "tern/ops/reduce.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+
+namespace tern {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+Tensor random(const Shape& shape, Dtype dt, uint32_t seed, float lo = -4.0f, float hi = 4.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(lo, hi);
+  Tensor t = Tensor::empty(shape, dt);
+  dispatch_dtype(dt, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = static_cast<T*>(t.data_ptr());
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = T(u(rng));
+  });
+  return t;
+}
+
+// Row-major values of x with `dim` moved last: returns [rows][n] and the row count.
+std::vector<std::vector<float>> rows_along(const Tensor& x, int64_t dim) {
+  int d = normalize_dim(dim, x.rank(), "test");
+  std::vector<float> v = x.transpose(d, -1).to_f32_vector();
+  const int64_t n = x.size(d);
+  std::vector<std::vector<float>> rows(v.size() / std::max<int64_t>(n, 1));
+  for (size_t r = 0; r < rows.size(); ++r) rows[r].assign(v.begin() + r * n, v.begin() + (r + 1) * n);
+  return rows;
+}
+
+void expect_close(const std::vector<float>& got, const std::vector<float>& want, float rtol, float atol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "at " << i;
+    } else {
+      EXPECT_NEAR(got[i], want[i], atol + rtol * std::fabs(want[i])) << "at " << i;
+    }
+  }
+}
+
+// Reference softmax along dim, flattened in the dim-last order.
+std::vector<float> ref_softmax(const Tensor& x, int64_t dim, bool log) {
+  std::vector<float> out;
+  for (const auto& row : rows_along(x, dim)) {
+    double m = -INFINITY, s = 0;
+    for (float v : row) m = std::max<double>(m, v);
+    for (float v : row) s += std::exp(v - m);
+    for (float v : row) out.push_back(static_cast<float>(log ? v - m - std::log(s) : std::exp(v - m) / s));
+  }
+  return out;
+}
+
+std::vector<float> dim_last_values(const Tensor& y, int64_t dim) {
+  return y.transpose(normalize_dim(dim, y.rank(), "test"), -1).to_f32_vector();
+}
+
+TEST(Softmax, EveryDimOddSizes) {
+  for (const Shape& s : {Shape{1, 1}, Shape{3, 7}, Shape{1, 129}, Shape{2, 33, 5}}) {
+    Tensor x = random(s, Dtype::f32, static_cast<uint32_t>(numel(s)));
+    for (int64_t dim = -1; dim < static_cast<int64_t>(s.size()); ++dim) {
+      for (bool log : {false, true}) {
+        Tensor y = log ? ops::log_softmax(x, dim) : ops::softmax(x, dim);
+        EXPECT_EQ(y.shape(), s);
+        expect_close(dim_last_values(y, dim), ref_softmax(x, dim, log), 2e-6f, 1e-7f);
+      }
+    }
+  }
+}
+
+TEST(Softmax, StableMaskedAndStrided) {
+  std::vector<float> v = {1000.0f, 1001.0f, -kInf, 999.0f, -kInf, -kInf, 0.0f, -kInf};
+  Tensor x = Tensor::from_vector(v, {2, 4});
+  std::vector<float> y = ops::softmax(x, -1).to_f32_vector();
+  expect_close(y, ref_softmax(x, -1, false), 2e-6f, 1e-7f);
+  EXPECT_EQ(y[2], 0.0f);
+  EXPECT_EQ(y[6], 1.0f);
+  std::vector<float> ly = ops::log_softmax(x, -1).to_f32_vector();
+  EXPECT_EQ(ly[4], -kInf);
+  EXPECT_EQ(ly[6], 0.0f);
+  // Strided rows (transposed) and a huge row through the parallel path.
+  Tensor t = random({129, 6}, Dtype::f32, 1).transpose(0, 1);
+  expect_close(ops::softmax(t, -1).to_f32_vector(), ref_softmax(t, -1, false), 2e-6f, 1e-7f);
+  Tensor big = random({300, 257}, Dtype::f32, 2, -30, 30);
+  expect_close(ops::softmax(big, 1).to_f32_vector(), ref_softmax(big, 1, false), 2e-6f, 1e-9f);
+  expect_close(ops::log_softmax(big, 1).to_f32_vector(), ref_softmax(big, 1, true), 2e-6f, 2e-6f);
+}
+
+TEST(Softmax, HalfDtypes) {
+  for (Dtype dt : {Dtype::bf16, Dtype::f16}) {
+    Tensor x = random({3, 33}, dt, 3);
+    Tensor y = ops::softmax(x, -1);
+    EXPECT_EQ(y.dtype(), dt);
+    expect_close(y.to_f32_vector(), ref_softmax(x, -1, false), dt == Dtype::bf16 ? 8e-3f : 1e-3f, 1e-6f);
+    expect_close(ops::log_softmax(x, 0).transpose(0, 1).to_f32_vector(), ref_softmax(x, 0, true),
+                 dt == Dtype::bf16 ? 8e-3f : 1e-3f, 1e-3f);
+  }
+}
+
+TEST(Reduce, SumMeanMaxKeepdim) {
+  for (const Shape& s : {Shape{7}, Shape{3, 33}, Shape{2, 5, 129}}) {
+    Tensor x = random(s, Dtype::f32, 4);
+    for (int64_t dim = 0; dim < static_cast<int64_t>(s.size()); ++dim) {
+      std::vector<float> ws, wm, wx;
+      for (const auto& row : rows_along(x, dim)) {
+        double sum = 0;
+        float mx = -kInf;
+        for (float v : row) sum += v, mx = std::max(mx, v);
+        ws.push_back(static_cast<float>(sum));
+        wm.push_back(static_cast<float>(sum / row.size()));
+        wx.push_back(mx);
+      }
+      Shape keep = s, drop = s;
+      keep[dim] = 1;
+      drop.erase(drop.begin() + dim);
+      EXPECT_EQ(ops::sum(x, dim).shape(), drop);
+      EXPECT_EQ(ops::mean(x, dim, true).shape(), keep);
+      expect_close(ops::sum(x, dim).to_f32_vector(), ws, 1e-5f, 1e-5f);
+      expect_close(ops::mean(x, dim, true).to_f32_vector(), wm, 1e-5f, 1e-6f);
+      EXPECT_EQ(ops::max(x, dim, dim % 2 == 0).to_f32_vector(), wx);
+    }
+  }
+}
+
+TEST(Reduce, StridedHalfEmptyAndNaN) {
+  Tensor t = random({33, 4}, Dtype::bf16, 5).transpose(0, 1);  // [4, 33], last-dim stride 4
+  std::vector<float> want;
+  for (const auto& row : rows_along(t, 1)) want.push_back(*std::max_element(row.begin(), row.end()));
+  Tensor m = ops::max(t, 1);
+  EXPECT_EQ(m.dtype(), Dtype::bf16);
+  EXPECT_EQ(m.to_f32_vector(), want);
+  Tensor b = Tensor::from_vector(std::vector<float>{2.0f}, {1}).broadcast_to({3, 5});
+  EXPECT_EQ(ops::sum(b, 1).to_f32_vector(), (std::vector<float>{10, 10, 10}));
+  Tensor e = Tensor::empty({3, 0}, Dtype::f32);
+  EXPECT_EQ(ops::sum(e, 1).to_f32_vector(), (std::vector<float>{0, 0, 0}));
+  EXPECT_TRUE(std::isnan(ops::mean(e, 1).to_f32_vector()[0]));
+  EXPECT_THROW(ops::max(e, 1), Error);
+  Tensor n = Tensor::from_vector(std::vector<float>{1.0f, NAN, 3.0f}, {3});
+  EXPECT_TRUE(std::isnan(ops::max(n, 0).item<float>()));
+}
+
+TEST(Argmax, FirstIndexOnTies) {
+  Tensor x = Tensor::from_vector(std::vector<float>{1, 5, 5, 2, -1, -1, -1, -1, 0, 7, 3, 7}, {3, 4});
+  Tensor a = ops::argmax(x, -1);
+  EXPECT_EQ(a.dtype(), Dtype::i32);
+  EXPECT_EQ(a.shape(), (Shape{3}));
+  EXPECT_EQ(a.to_f32_vector(), (std::vector<float>{1, 0, 1}));
+  EXPECT_EQ(ops::argmax(x, 0).to_f32_vector(), (std::vector<float>{0, 2, 0, 2}));
+  Tensor n = Tensor::from_vector(std::vector<float>{1.0f, NAN, 9.0f, NAN}, {4});
+  EXPECT_EQ(ops::argmax(n).item<int>(), 1);  // NaN ranks highest, as torch.argmax
+}
+
+TEST(Argmax, OddSizesStridedHalf) {
+  for (Dtype dt : {Dtype::f32, Dtype::bf16, Dtype::f16}) {
+    for (int64_t n : {1, 7, 129, 1001}) {
+      Tensor x = random({n, 5}, dt, static_cast<uint32_t>(n)).transpose(0, 1);
+      std::vector<float> want;
+      for (const auto& row : rows_along(x, 1)) {
+        want.push_back(static_cast<float>(std::max_element(row.begin(), row.end()) - row.begin()));
+      }
+      EXPECT_EQ(ops::argmax(x, 1).to_f32_vector(), want);
+    }
+  }
+}
+
+// Reference top-k of one row: indices sorted by value descending, ties by lower index.
+std::vector<int> ref_topk(const std::vector<float>& row, int64_t k) {
+  std::vector<int> idx(row.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](int a, int b) { return row[a] > row[b]; });
+  idx.resize(k);
+  return idx;
+}
+
+TEST(TopK, SortedWithTiesAlongEveryDim) {
+  Tensor x = Tensor::from_vector(std::vector<float>{3, 1, 3, 2, 3, 0, -1, 2}, {8});
+  ops::TopK r = ops::topk(x, 4);
+  EXPECT_EQ(r.values.to_f32_vector(), (std::vector<float>{3, 3, 3, 2}));
+  EXPECT_EQ(r.indices.dtype(), Dtype::i32);
+  EXPECT_EQ(r.indices.to_f32_vector(), (std::vector<float>{0, 2, 4, 3}));
+
+  for (Dtype dt : {Dtype::f32, Dtype::bf16}) {
+    // bf16 has few distinct values in [-4, 4): plenty of ties.
+    Tensor y = random({4, 33, 7}, dt, 6);
+    for (int64_t dim : {0, 1, 2}) {
+      for (int64_t k : {int64_t{1}, y.size(dim) / 2, y.size(dim)}) {
+        ops::TopK t = ops::topk(y, k, dim);
+        Shape want_shape = y.shape();
+        want_shape[dim] = k;
+        EXPECT_EQ(t.values.shape(), want_shape);
+        EXPECT_EQ(t.values.dtype(), dt);
+        std::vector<float> wv, wi;
+        for (const auto& row : rows_along(y, dim)) {
+          for (int i : ref_topk(row, k)) {
+            wv.push_back(row[i]);
+            wi.push_back(static_cast<float>(i));
+          }
+        }
+        EXPECT_EQ(dim_last_values(t.values, dim), wv) << "dim " << dim << " k " << k;
+        EXPECT_EQ(dim_last_values(t.indices, dim), wi) << "dim " << dim << " k " << k;
+      }
+    }
+  }
+}
+
+TEST(TopK, StridedAndEdgeK) {
+  Tensor x = random({129, 3}, Dtype::f32, 7).transpose(0, 1);
+  ops::TopK t = ops::topk(x, 5);
+  std::vector<float> wi;
+  for (const auto& row : rows_along(x, 1)) {
+    for (int i : ref_topk(row, 5)) wi.push_back(static_cast<float>(i));
+  }
+  EXPECT_EQ(t.indices.to_f32_vector(), wi);
+  EXPECT_EQ(ops::topk(x, 0).values.shape(), (Shape{3, 0}));
+  Tensor n = Tensor::from_vector(std::vector<float>{1.0f, NAN, 9.0f}, {3});
+  EXPECT_EQ(ops::topk(n, 2).indices.to_f32_vector(), (std::vector<float>{1, 2}));
+  EXPECT_THROW(ops::topk(x, 130), Error);
+  EXPECT_THROW(ops::topk(x, -1), Error);
+}
+
+TEST(Reduce, BadInput) {
+  Tensor i = Tensor::zeros({3, 4}, Dtype::i32);
+  EXPECT_THROW(ops::softmax(i), Error);
+  EXPECT_THROW(ops::sum(i, 0), Error);
+  EXPECT_THROW(ops::argmax(i), Error);
+  EXPECT_THROW(ops::topk(i, 1), Error);
+  Tensor x = random({3, 4}, Dtype::f32, 8);
+  try {
+    ops::softmax(x, 2);
+    FAIL() << "expected a dim error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[softmax] expected dim in [-2, 2), got 2"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ops::mean(x, -3), Error);
+  EXPECT_THROW(ops::argmax(Tensor::empty({3, 0}, Dtype::f32), 1), Error);
+  EXPECT_THROW(ops::softmax(Tensor()), Error);
+}
+
+}  // namespace
+}  // namespace tern
