@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds one libFuzzer target in build-fuzz (clang, ASan + UBSan) and runs it for SECONDS over its seed
-# corpus tests/fuzz/corpus/<target without _fuzz>/. Exits non-zero when the fuzzer finds a crash.
+# corpus tests/fuzz/corpus/<target without _fuzz>/ (and <target without _fuzz>.dict when present).
+# Exits non-zero when the fuzzer finds a crash.
 # Usage: scripts/fuzz.sh TARGET SECONDS      e.g. scripts/fuzz.sh io_safetensors_fuzz 20
 set -euo pipefail
 
@@ -33,11 +34,14 @@ mkdir -p "$work" "$artifacts"
 corpora=("$work")
 [[ -d $seeds ]] && corpora+=("$seeds")
 log="$build/fuzz-$target.log"
+dict="$root/tests/fuzz/${target%_fuzz}.dict"
+extra=()
+[[ -f $dict ]] && extra+=(-dict="$dict")
 
 echo "fuzz.sh: running $target for ${seconds}s (corpus ${corpora[*]})"
 set +e
 "$build/$target" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-  -artifact_prefix="$artifacts/" "${corpora[@]}" >"$log" 2>&1
+  -artifact_prefix="$artifacts/" "${extra[@]}" "${corpora[@]}" >"$log" 2>&1
 rc=$?
 set -e
 
