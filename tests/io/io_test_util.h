@@ -16,6 +16,19 @@
 
 namespace tern::io::testing_util {
 
+// Removes this process's fresh_dir directories when the test program ends.
+class TempDirCleanup : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    std::error_code ec;
+    const std::string mine = "tern_io_" + std::to_string(::getpid()) + "_";
+    for (const auto& e : std::filesystem::directory_iterator(::testing::TempDir(), ec)) {
+      if (e.path().filename().string().rfind(mine, 0) == 0) std::filesystem::remove_all(e.path(), ec);
+    }
+  }
+};
+inline ::testing::Environment* const kTempDirCleanup = ::testing::AddGlobalTestEnvironment(new TempDirCleanup);
+
 // A fresh, empty directory under the test temp dir, unique per test and call.
 inline std::string fresh_dir(const std::string& tag) {
   static int counter = 0;
