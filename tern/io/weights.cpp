@@ -56,7 +56,7 @@ WeightStore WeightStore::open(const std::string& model_dir) {
                    index_path, file, name);
         it = shards.emplace(file, SafetensorsFile::open(shard_path)).first;
       }
-      ws.where_[name] = Location{it->second, true};
+      ws.where_[name] = Location{it->second};
     }
     TERN_CHECK(!ws.where_.empty(), "[weights] {}: expected at least one tensor in weight_map, got none", index_path);
     return ws;
@@ -65,7 +65,7 @@ WeightStore WeightStore::open(const std::string& model_dir) {
   TERN_CHECK(fs::exists(single_path, ec), "[weights] {}: expected {} or {}, got neither", model_dir, kSingleName,
              kIndexName);
   auto file = SafetensorsFile::open(single_path);
-  for (const auto& e : file->tensors()) ws.where_[e.name] = Location{file, false};
+  for (const auto& e : file->tensors()) ws.where_[e.name] = Location{file};
   return ws;
 }
 

@@ -44,7 +44,6 @@ class WeightStore {
  private:
   struct Location {
     std::shared_ptr<SafetensorsFile> file;
-    bool sharded = false;
   };
   const Location& locate(const std::string& name) const;
 
