@@ -360,7 +360,8 @@ void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const 
   p.mask = &mask;
   p.qb = std::clamp<int64_t>(64 / p.group, 1, p.lq);
   p.nqb = (p.lq + p.qb - 1) / p.qb;
-  p.kb = std::clamp<int64_t>(8192 / std::max<int64_t>(p.d, 1), 32, 128);
+  // A key block of K and V rows (f32) stays within 16 KiB so it is read from L1 by every row of the item.
+  p.kb = std::clamp<int64_t>(4096 / std::max<int64_t>(p.d + p.dv, 1) / 8 * 8, 8, 128);
   p.kv_len.assign(p.b, p.lk);
   if (mask.kv_len.defined()) {
     const int32_t* kl = mask.kv_len.data<int32_t>();
