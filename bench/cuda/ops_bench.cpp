@@ -1,0 +1,176 @@
+// CUDA op benchmarks: device copy bandwidth (the memory ceiling), cuBLASLt GEMM rate, and the
+// engine's hot ops at Qwen3-8B / 0.6B shapes, each as median time, achieved rate and % of ceiling.
+// usage: tern_cuda_bench [--quick]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tern/backend/cuda/runtime/check.h"
+#include "tern/backend/cuda/runtime/context.h"
+#include "tern/ops/attention.h"
+#include "tern/ops/device.h"
+#include "tern/ops/elementwise.h"
+#include "tern/ops/matmul.h"
+#include "tern/ops/norm.h"
+#include "tern/ops/reduce.h"
+#include "tern/ops/rope.h"
+
+using namespace tern;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+
+Tensor randn_gpu(const Shape& shape, Dtype dt, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(numel(shape)));
+  for (auto& x : v) x = dist(rng);
+  Tensor t = Tensor::from_vector(v, shape).to(kGpu);
+  return dt == Dtype::f32 ? t : ops::cast(t, dt);
+}
+
+// Median seconds of fn over `reps` timed runs (after warm-ups), timed with CUDA events.
+double time_it(const std::function<void()>& fn, int reps = 20, int warm = 3) {
+  cudaStream_t s = cuda::stream();
+  for (int i = 0; i < warm; ++i) fn();
+  TERN_CUDA_CHECK(cudaStreamSynchronize(s));
+  cudaEvent_t a, b;
+  TERN_CUDA_CHECK(cudaEventCreate(&a));
+  TERN_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> ts;
+  for (int i = 0; i < reps; ++i) {
+    TERN_CUDA_CHECK(cudaEventRecord(a, s));
+    fn();
+    TERN_CUDA_CHECK(cudaEventRecord(b, s));
+    TERN_CUDA_CHECK(cudaEventSynchronize(b));
+    float ms = 0;
+    TERN_CUDA_CHECK(cudaEventElapsedTime(&ms, a, b));
+    ts.push_back(ms / 1e3);
+  }
+  TERN_CUDA_CHECK(cudaEventDestroy(a));
+  TERN_CUDA_CHECK(cudaEventDestroy(b));
+  std::sort(ts.begin(), ts.end());
+  return ts[ts.size() / 2];
+}
+
+double g_copy_bw = 0;  // bytes/s, read + write
+double g_gemm_flops = 0;
+
+void row(const char* name, double sec, double bytes, double flops) {
+  std::printf("%-44s %10.1f us", name, sec * 1e6);
+  if (bytes > 0) std::printf("  %7.0f GB/s (%3.0f%% of copy)", bytes / sec / 1e9, 100.0 * bytes / sec / g_copy_bw);
+  if (flops > 0) std::printf("  %6.1f TFLOP/s", flops / sec / 1e12);
+  std::printf("\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && !std::strcmp(argv[1], "--quick");
+  if (!cuda_available()) {
+    std::printf("no CUDA device: %s\n", cuda_status().c_str());
+    return 0;
+  }
+  cuda_init();
+  std::printf("device: %s\n\n", cuda_device_name().c_str());
+
+  {  // copy bandwidth: 2 GiB device-to-device, bytes read plus written
+    const size_t n = size_t{1} << 31;
+    Tensor a = Tensor::empty({static_cast<int64_t>(n)}, Dtype::u8, kGpu), b = Tensor::empty({static_cast<int64_t>(n)}, Dtype::u8, kGpu);
+    TERN_CUDA_CHECK(cudaMemsetAsync(a.data_ptr(), 1, n, cuda::stream()));
+    double t = time_it([&] {
+      TERN_CUDA_CHECK(cudaMemcpyAsync(b.data_ptr(), a.data_ptr(), n, cudaMemcpyDeviceToDevice, cuda::stream()));
+    });
+    g_copy_bw = 2.0 * n / t;
+    std::printf("%-44s %10.1f us  %7.0f GB/s (ceiling)\n", "copy 2 GiB d2d", t * 1e6, g_copy_bw / 1e9);
+  }
+  {  // GEMM ceiling: bf16 8192^3
+    const int64_t n = 8192;
+    Tensor a = randn_gpu({n, n}, Dtype::bf16, 1), b = randn_gpu({n, n}, Dtype::bf16, 2);
+    double t = time_it([&] { ops::matmul(a, b); }, 10, 2);
+    g_gemm_flops = 2.0 * n * n * n / t;
+    row("matmul bf16 8192^3", t, 0, 2.0 * n * n * n);
+  }
+
+  struct Dims {
+    const char* name;
+    int64_t hidden, inter, n_head, n_kv, head_dim, vocab;
+  };
+  const Dims dims[] = {{"8b", 4096, 12288, 32, 8, 128, 151936}, {"0.6b", 1024, 3072, 16, 8, 128, 151936}};
+  for (const Dims& d : dims) {
+    std::printf("\n-- qwen3-%s shapes --\n", d.name);
+    char name[128];
+    for (int64_t T : {int64_t(1), int64_t(32), int64_t(2048)}) {
+      if (quick && T == 32) continue;
+      Tensor x = randn_gpu({T, d.hidden}, Dtype::bf16, 3);
+      Tensor w_qkv = randn_gpu({(d.n_head + 2 * d.n_kv) * d.head_dim, d.hidden}, Dtype::bf16, 4);
+      Tensor w_up = randn_gpu({2 * d.inter, d.hidden}, Dtype::bf16, 5);
+      Tensor w_down = randn_gpu({d.hidden, d.inter}, Dtype::bf16, 6);
+      for (auto* w : {&w_qkv, &w_up}) {
+        const double bytes = w->nbytes() + x.nbytes() + T * w->size(0) * 2.0;
+        std::snprintf(name, sizeof name, "linear T=%lld %lldx%lld", (long long)T, (long long)w->size(0),
+                      (long long)w->size(1));
+        row(name, time_it([&] { ops::linear(x, *w); }), bytes, 2.0 * T * w->size(0) * w->size(1));
+      }
+      Tensor h = randn_gpu({T, d.inter}, Dtype::bf16, 7);
+      std::snprintf(name, sizeof name, "linear T=%lld down %lldx%lld", (long long)T, (long long)d.hidden,
+                    (long long)d.inter);
+      row(name, time_it([&] { ops::linear(h, w_down); }), w_down.nbytes() + h.nbytes() + T * d.hidden * 2.0,
+          2.0 * T * d.hidden * d.inter);
+      Tensor g = randn_gpu({T, d.inter}, Dtype::bf16, 8), u = randn_gpu({T, d.inter}, Dtype::bf16, 9);
+      std::snprintf(name, sizeof name, "swiglu T=%lld", (long long)T);
+      row(name, time_it([&] { ops::swiglu(g, u); }), 3.0 * g.nbytes(), 0);
+      Tensor nw = randn_gpu({d.hidden}, Dtype::bf16, 10);
+      std::snprintf(name, sizeof name, "rms_norm T=%lld", (long long)T);
+      row(name, time_it([&] { ops::rms_norm(x, nw, 1e-6f); }), 2.0 * x.nbytes(), 0);
+    }
+    {
+      Tensor logits = randn_gpu({1, d.vocab}, Dtype::f32, 11);
+      row("argmax vocab f32", time_it([&] { ops::argmax(logits, -1); }), logits.nbytes(), 0);
+      Tensor x = randn_gpu({1, d.hidden}, Dtype::bf16, 12), w = randn_gpu({d.vocab, d.hidden}, Dtype::bf16, 13);
+      row("lm_head T=1", time_it([&] { ops::linear(x, w); }), w.nbytes(), 2.0 * d.vocab * d.hidden);
+    }
+    // attention: prefill (flash) and decode (split-K) on a cache-shaped K/V
+    ops::RopeConfig rc;
+    rc.head_dim = d.head_dim;
+    rc.theta = 1e6;
+    ops::RopeTable table = ops::rope_table(rc);
+    for (int64_t L : {int64_t(512), int64_t(2048), int64_t(8192)}) {
+      if (quick && L == 512) continue;
+      Tensor q = randn_gpu({1, d.n_head, L, d.head_dim}, Dtype::bf16, 14);
+      Tensor k = randn_gpu({1, d.n_kv, L, d.head_dim}, Dtype::bf16, 15);
+      Tensor v = randn_gpu({1, d.n_kv, L, d.head_dim}, Dtype::bf16, 16);
+      ops::AttentionMask m;
+      const double flops = 4.0 * d.n_head * L * L * d.head_dim / 2;  // causal: half the square
+      std::snprintf(name, sizeof name, "sdpa prefill L=%lld (causal)", (long long)L);
+      row(name, time_it([&] { ops::sdpa(q, k, v, 0.088f, m); }, 10, 2), 0, flops);
+      Tensor pos = Tensor::empty({L}, Dtype::i32);
+      for (int64_t i = 0; i < L; ++i) pos.data<int32_t>()[i] = static_cast<int32_t>(i);
+      Tensor pg = pos.to(kGpu);
+      std::snprintf(name, sizeof name, "rope q L=%lld", (long long)L);
+      row(name, time_it([&] { ops::rope(q, pg, table); }), 2.0 * q.nbytes(), 0);
+    }
+    for (int64_t B : {int64_t(1), int64_t(32)}) {
+      for (int64_t Lk : {int64_t(128), int64_t(4096), int64_t(32768)}) {
+        if (B * Lk > 32 * 4096) continue;
+        Tensor q = randn_gpu({B, d.n_head, 1, d.head_dim}, Dtype::bf16, 17);
+        Tensor k = randn_gpu({B, d.n_kv, Lk, d.head_dim}, Dtype::bf16, 18);
+        Tensor v = randn_gpu({B, d.n_kv, Lk, d.head_dim}, Dtype::bf16, 19);
+        ops::AttentionMask m;
+        m.q_offset = Lk - 1;
+        std::snprintf(name, sizeof name, "sdpa decode B=%lld Lk=%lld", (long long)B, (long long)Lk);
+        row(name, time_it([&] { ops::sdpa(q, k, v, 0.088f, m); }), 2.0 * k.nbytes() + q.nbytes() * 2, 0);
+      }
+    }
+  }
+  std::printf("\nceilings: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", g_copy_bw / 1e9, g_gemm_flops / 1e12);
+  return 0;
+}

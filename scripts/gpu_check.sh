@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# The GPU check-and-time run. Two steps:
+#   scripts/gpu_check.sh pack [BUILD]   on the build machine (nvcc, no GPU needed): builds the CUDA tests,
+#                                       the op benchmark and the CLI in BUILD (default build-cuda) and
+#                                       gathers them with the shared libraries they need in BUILD/gpu-dist
+#   scripts/gpu_check.sh run [BUILD]    on the GPU machine: runs the cuda-labelled tests and the op
+#                                       benchmark from BUILD/gpu-dist (building it first when missing and
+#                                       the toolchain is there), logs to $OUT (or /tmp), prints a table
+# With TERN_GPU_CLI=1 (both steps) the CLI travels too and `run` adds: the demo model's perplexity on
+# cpu and cuda, and `tern bench` beside Hugging Face (bench/hf_baseline.py, HF_QUICK=1) on a random
+# Qwen3 checkpoint of TERN_GPU_SIZE dimensions (default 0.6b) written in the same run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-run}
+build=${2:-build-cuda}
+dist=$build/gpu-dist
+targets=(tern_backend_tests tern_cuda_bench)
+[[ ${TERN_GPU_CLI:-0} == 1 ]] && targets+=(tern)
+
+pack() {
+  if [[ ! -f $build/build.ninja ]]; then
+    cmake -S . -B "$build" -G Ninja -DTERN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
+  fi
+  ninja -C "$build" -j"${JOBS:-2}" "${targets[@]}"
+  rm -rf "$dist" && mkdir -p "$dist/lib"
+  for t in "${targets[@]}"; do cp "$build/$t" "$dist/"; done
+  # Host libraries the GPU machine's image may lack; the CUDA libraries come from its own toolkit.
+  for t in "${targets[@]}"; do ldd "$build/$t"; done | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
+    case $(basename "$lib") in
+      libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libstdc++*|libgcc_s*|libcublas*|libcuda*) ;;
+      libopenblas*)  # 36 MB: compressed once into the build dir's cache, it travels as 4 MB
+        cache=$build/xz-cache/$(basename "$lib").xz
+        if [[ ! -f $cache || $lib -nt $cache ]]; then
+          mkdir -p "$build/xz-cache" && xz -T1 -6 -c "$lib" >"$cache.tmp" && mv "$cache.tmp" "$cache"
+        fi
+        cp "$cache" "$dist/lib/" ;;
+      *) cp -L "$lib" "$dist/lib/" ;;
+    esac
+  done
+  du -sh "$dist"
+}
+
+cli_stage() {
+  local out=$1 rc=0
+  for dev in cpu cuda; do
+    echo "score demo model --device $dev"
+    "$dist/tern" score models/brown-qwen3-14m --text-file models/brown-qwen3-14m/valid.txt --max-tokens 2048 \
+      --device "$dev" || rc=1
+  done
+  local size=${TERN_GPU_SIZE:-0.6b}
+  local ckpt=/tmp/tern-ckpt-$size
+  HF_QUICK=1 PYTHONUNBUFFERED=1 python3 bench/hf_baseline.py "$ckpt" "$out/hf_$size.json" "$size" || rc=1
+  "$dist/tern" info "$ckpt" --device cuda || rc=1
+  for p in 512 2048; do
+    "$dist/tern" bench "$ckpt" --device cuda --prompt-tokens $p --gen-tokens 128 --repeats 3 || rc=1
+  done
+  return $rc
+}
+
+run() {
+  local out=${OUT:-/tmp/tern-gpu-out}
+  mkdir -p "$out"
+  if [[ ! -x $dist/tern_backend_tests ]]; then
+    echo "no $dist: building here"
+    pack
+  fi
+  local libdir=/tmp/tern-gpu-lib
+  mkdir -p "$libdir"
+  cp "$dist"/lib/* "$libdir"/ 2>/dev/null || true
+  for f in "$libdir"/*.xz; do
+    [[ -e $f ]] || continue
+    python3 -c 'import lzma,sys; open(sys.argv[2],"wb").write(lzma.open(sys.argv[1]).read())' "$f" "${f%.xz}"
+    rm -f "$f"
+  done
+  local cublas
+  cublas=$(find /usr/local/cuda*/lib64 /usr/local/cuda*/targets/*/lib /usr/lib/x86_64-linux-gnu /opt -name 'libcublasLt.so.13*' 2>/dev/null | head -1 || true)
+  export LD_LIBRARY_PATH=$libdir${cublas:+:$(dirname "$cublas")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader || true
+  echo "cublasLt: ${cublas:-not found}"
+  ldd "$dist/tern_backend_tests" | grep -E "not found" || true
+
+  set +e
+  "$dist/tern_backend_tests" --gtest_brief=1 2>&1 | tee "$out/tests.log"
+  local test_rc=${PIPESTATUS[0]}
+  "$dist/tern_cuda_bench" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.log"
+  local bench_rc=${PIPESTATUS[0]}
+  local cli_rc=0
+  if [[ ${TERN_GPU_CLI:-0} == 1 && -x $dist/tern ]]; then
+    cli_stage "$out" 2>&1 | tee "$out/cli.log"
+    cli_rc=${PIPESTATUS[0]}
+  fi
+  set -e
+
+  echo
+  echo "== summary =="
+  printf '%-28s %s\n' "cuda tests (rc $test_rc)" "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests.log" | tr '\n' ' ')"
+  printf '%-28s %s\n' "op bench (rc $bench_rc)" "$(grep -c ' us' "$out/bench.log") rows, log in bench.log"
+  grep -E "^ceilings|^device" "$out/bench.log" || true
+  if [[ -f $out/cli.log ]]; then
+    grep -E "perplexity|prefill|decode|copy_GBps|tok_s" "$out/cli.log" | head -40 || true
+  fi
+  return $((test_rc || bench_rc || cli_rc))
+}
+
+case $mode in
+  pack) pack ;;
+  run) run ;;
+  *) echo "usage: $0 pack|run [BUILD]" >&2; exit 2 ;;
+esac

@@ -1,0 +1,99 @@
+// CUDA scaled dot-product attention: validates, lays out the mask, and picks the kernel: tensor-core
+// flash-decoding when one kv head's query rows fit one mma tile (decode), the tensor-core flash
+// kernel for bf16/f16 prefill, else the row kernel with enough key splits to fill the GPU.
+#include "tern/ops/attention.h"
+
+#include <algorithm>
+
+#include "tern/backend/cuda/launch.h"
+#include "tern/backend/cuda/layout.h"
+#include "tern/backend/cuda/runtime/context.h"
+#include "tern/ops/elementwise.h"
+
+namespace tern::cuda {
+namespace {
+
+// q/k/v views whose last dim is contiguous are used in place.
+Tensor last_dim_contiguous(const Tensor& t) { return t.stride(-1) == 1 || t.size(-1) == 1 ? t : t.contiguous(); }
+
+int choose_splits(int64_t rows, int64_t keys) {
+  const int64_t sms = device_props().multiProcessorCount;
+  const int64_t want = (2 * sms + rows - 1) / rows;  // about two blocks per SM
+  const int64_t by_keys = std::max<int64_t>(1, keys / 256);  // each split keeps >= 256 keys
+  return static_cast<int>(std::clamp<int64_t>(std::min(want, by_keys), 1, 64));
+}
+
+}  // namespace
+
+void sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scale, const ops::AttentionMask& mask,
+          float softcap, Tensor& out) {
+  check_cuda(q_in, "sdpa");
+  check_cuda(k_in, "sdpa");
+  check_cuda(v_in, "sdpa");
+  TERN_CHECK(q_in.rank() == 4 && k_in.rank() == 4 && v_in.rank() == 4,
+             "[sdpa] expected q, k, v of rank 4, got {}, {}, {}", shape_str(q_in.shape()), shape_str(k_in.shape()),
+             shape_str(v_in.shape()));
+  TERN_CHECK(q_in.dtype() == k_in.dtype() && q_in.dtype() == v_in.dtype(),
+             "[sdpa] expected q, k, v of one dtype, got {}, {}, {}", dtype_name(q_in.dtype()),
+             dtype_name(k_in.dtype()), dtype_name(v_in.dtype()));
+  Tensor q = last_dim_contiguous(q_in), k = last_dim_contiguous(k_in), v = last_dim_contiguous(v_in);
+  SdpaParams p;
+  p.B = q.size(0), p.Hq = q.size(1), p.Lq = q.size(2), p.D = q.size(3);
+  p.Hkv = k.size(1), p.Lk = k.size(2), p.Dv = v.size(3);
+  if (out.numel() == 0) return;
+  TERN_CHECK(p.D <= 256 && p.Dv <= 256, "[sdpa] expected head dims <= 256 on cuda, got {} and {}", p.D, p.Dv);
+  TERN_CHECK(p.Hkv > 0 && p.Hq % p.Hkv == 0, "[sdpa] expected Hq % Hkv == 0, got {} and {}", p.Hq, p.Hkv);
+  p.q = q.data_ptr();
+  p.k = k.data_ptr();
+  p.v = v.data_ptr();
+  p.out = out.data_ptr();
+  for (int i = 0; i < 3; ++i) {
+    p.q_stride[i] = q.stride(i);
+    p.k_stride[i] = k.stride(i);
+    p.v_stride[i] = v.stride(i);
+  }
+  p.scale = scale;
+  p.softcap = softcap;
+  p.causal = mask.causal;
+  p.q_offset = mask.q_offset;
+  p.window = mask.window;
+  Tensor kv_len, bias;
+  if (mask.kv_len.defined()) {
+    TERN_CHECK(mask.kv_len.numel() == p.B, "[sdpa] expected kv_len [{}], got {}", p.B,
+               shape_str(mask.kv_len.shape()));
+    kv_len = mask.kv_len.dtype() == Dtype::i32 ? mask.kv_len : ops::cast(mask.kv_len, Dtype::i32);
+    kv_len = kv_len.device().is_cuda() ? kv_len.contiguous() : kv_len.contiguous().to(q.device());
+    p.kv_len = kv_len.data<int32_t>();
+  }
+  if (mask.bias.defined()) {
+    bias = mask.bias.dtype() == Dtype::f32 ? mask.bias : ops::cast(mask.bias, Dtype::f32);
+    if (bias.device().is_cpu()) bias = bias.to(q.device());
+    bias = bias.broadcast_to({p.B, p.Hq, p.Lq, p.Lk});
+    p.bias = bias.data<float>();
+    for (int i = 0; i < 4; ++i) p.bias_stride[i] = bias.stride(i);
+  }
+  const int64_t rows = p.B * p.Hq * p.Lq;
+  const bool tensor_cores = flash_eligible(q.dtype(), p);
+  const int64_t group_rows = (p.Hq / p.Hkv) * p.Lq;
+  if (tensor_cores && group_rows <= 16) {
+    // Flash-decoding: blocks of (split, kv head, batch row); about three blocks per SM, each split
+    // keeping at least one 32-key tile per warp.
+    const int64_t sms = device_props().multiProcessorCount;
+    const int64_t want = (3 * sms + p.B * p.Hkv - 1) / (p.B * p.Hkv);
+    const int splits = static_cast<int>(std::clamp<int64_t>(std::min(want, p.Lk / 128), 1, 64));
+    Tensor workspace;
+    if (splits > 1) workspace = Tensor::empty({splits, rows, p.Dv + 2}, Dtype::f32, q.device());
+    launch_sdpa_decode(q.dtype(), p, splits, splits > 1 ? workspace.data<float>() : nullptr, stream());
+    return;
+  }
+  if (tensor_cores && p.Lq >= 16) {
+    launch_sdpa_flash(q.dtype(), p, stream());
+    return;
+  }
+  const int splits = choose_splits(rows, p.Lk);
+  Tensor workspace;
+  if (splits > 1) workspace = Tensor::empty({splits, rows, p.Dv + 2}, Dtype::f32, q.device());
+  launch_sdpa_rows(q.dtype(), p, splits, splits > 1 ? workspace.data<float>() : nullptr, stream());
+}
+
+}  // namespace tern::cuda

@@ -1,0 +1,38 @@
+// Dispatch of the tensor-core attention kernels by head dim, and the problems they accept.
+#include <cstdint>
+
+#include "tern/backend/cuda/flash_launch.cuh"
+
+namespace tern::cuda {
+namespace {
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+}  // namespace
+
+bool flash_eligible(Dtype dt, const SdpaParams& p) {
+  if (dt != Dtype::bf16 && dt != Dtype::f16) return false;
+  if (p.bias || p.D != p.Dv) return false;
+  if (p.D != 64 && p.D != 128 && p.D != 256) return false;
+  if (!aligned16(p.q) || !aligned16(p.k) || !aligned16(p.v) || !aligned16(p.out)) return false;
+  for (int i = 0; i < 3; ++i) {
+    if (p.q_stride[i] % 8 || p.k_stride[i] % 8 || p.v_stride[i] % 8) return false;
+  }
+  return true;
+}
+
+void launch_sdpa_flash(Dtype dt, const SdpaParams& p, cudaStream_t s) {
+  switch (p.D) {
+    case 64: run_flash_64(dt, p, s); break;
+    case 128: run_flash_128(dt, p, s); break;
+    default: run_flash_256(dt, p, s); break;
+  }
+}
+
+void launch_sdpa_decode(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s) {
+  switch (p.D) {
+    case 64: run_decode_64(dt, p, n_splits, workspace, s); break;
+    case 128: run_decode_128(dt, p, n_splits, workspace, s); break;
+    default: run_decode_256(dt, p, n_splits, workspace, s); break;
+  }
+}
+
+}  // namespace tern::cuda

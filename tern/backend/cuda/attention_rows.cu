@@ -1,0 +1,48 @@
+// Launcher of the row attention kernel (any mask, dtype, head dim <= 256) and its split-K combine.
+#include "tern/backend/cuda/dispatch.cuh"
+#include "tern/backend/cuda/kernels/attention_rows.cuh"
+#include "tern/backend/cuda/launch.h"
+#include "tern/backend/cuda/runtime/check.h"
+
+namespace tern::cuda {
+
+void launch_sdpa_rows(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s) {
+  kernels::RowsArgs a{};
+  a.q = p.q;
+  a.k = p.k;
+  a.v = p.v;
+  a.out = p.out;
+  a.partial = workspace;
+  a.B = p.B, a.Hq = p.Hq, a.Hkv = p.Hkv, a.Lq = p.Lq, a.Lk = p.Lk, a.D = p.D, a.Dv = p.Dv;
+  for (int i = 0; i < 3; ++i) a.qs[i] = p.q_stride[i], a.ks[i] = p.k_stride[i], a.vs[i] = p.v_stride[i];
+  a.scale = p.scale;
+  a.softcap = p.softcap;
+  a.causal = p.causal;
+  a.q_offset = p.q_offset;
+  a.window = p.window;
+  a.kv_len = p.kv_len;
+  a.bias = p.bias;
+  for (int i = 0; i < 4; ++i) a.bs[i] = p.bias_stride[i];
+  a.n_splits = n_splits;
+  const int64_t rows = p.B * p.Hq * p.Lq;
+  const int64_t dmax = p.D > p.Dv ? p.D : p.Dv;
+  dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(n_splits));
+  dispatch_float(dt, [&](auto tag) {
+    using T = decltype(tag);
+    if (dmax <= 64) {
+      kernels::attention_rows_kernel<T, 2><<<grid, kernels::kRowsWarps * 32, 0, s>>>(a);
+    } else if (dmax <= 128) {
+      kernels::attention_rows_kernel<T, 4><<<grid, kernels::kRowsWarps * 32, 0, s>>>(a);
+    } else {
+      kernels::attention_rows_kernel<T, 8><<<grid, kernels::kRowsWarps * 32, 0, s>>>(a);
+    }
+    TERN_CUDA_CHECK_LAUNCH();
+    if (n_splits > 1) {
+      kernels::attention_combine_kernel<T><<<static_cast<unsigned>(rows), 128, 0, s>>>(
+          workspace, static_cast<T*>(p.out), rows, p.Dv, n_splits);
+    }
+  });
+  TERN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace tern::cuda

@@ -1,0 +1,102 @@
+// Launchers of the element-wise kernels (binary, unary-like, gated, cast, bias add) and the strided
+// copy behind Tensor::copy_from / contiguous() on CUDA.
+#include "tern/backend/cuda/dispatch.cuh"
+#include "tern/backend/cuda/kernels/elementwise.cuh"
+#include "tern/backend/cuda/launch.h"
+#include "tern/backend/cuda/runtime/check.h"
+
+namespace tern::cuda {
+namespace {
+constexpr int kThreads = 256;
+
+bool is_contiguous_layout(const Layout& l, int64_t n) {
+  return l.rank == 0 || (l.rank == 1 && l.stride[0] == 1 && l.shape[0] == n);
+}
+}  // namespace
+
+void launch_strided_copy(const void* src, const Layout& ls, void* dst, const Layout& ld, int64_t n, size_t elem,
+                         cudaStream_t s) {
+  const unsigned grid = grid_for(n, kThreads);
+  switch (elem) {
+    case 1:
+      kernels::strided_copy_kernel<<<grid, kThreads, 0, s>>>(static_cast<const uint8_t*>(src), ls,
+                                                              static_cast<uint8_t*>(dst), ld, n);
+      break;
+    case 2:
+      kernels::strided_copy_kernel<<<grid, kThreads, 0, s>>>(static_cast<const uint16_t*>(src), ls,
+                                                              static_cast<uint16_t*>(dst), ld, n);
+      break;
+    case 4:
+      kernels::strided_copy_kernel<<<grid, kThreads, 0, s>>>(static_cast<const uint32_t*>(src), ls,
+                                                              static_cast<uint32_t*>(dst), ld, n);
+      break;
+    default:
+      kernels::strided_copy_kernel<<<grid, kThreads, 0, s>>>(static_cast<const uint64_t*>(src), ls,
+                                                              static_cast<uint64_t*>(dst), ld, n);
+      break;
+  }
+  TERN_CUDA_CHECK_LAUNCH();
+}
+
+void launch_binary(Dtype dt, int op, const void* a, const Layout& la, const void* b, const Layout& lb, void* out,
+                   int64_t n, cudaStream_t s) {
+  dispatch_numeric(dt, [&](auto tag) {
+    using T = decltype(tag);
+    const unsigned grid = grid_for(n, kThreads);
+    if (is_contiguous_layout(la, n) && is_contiguous_layout(lb, n)) {
+      kernels::binary_contig_kernel<T><<<grid, kThreads, 0, s>>>(op, static_cast<const T*>(a),
+                                                                  static_cast<const T*>(b), static_cast<T*>(out), n);
+    } else {
+      kernels::binary_kernel<T><<<grid, kThreads, 0, s>>>(op, static_cast<const T*>(a), la, static_cast<const T*>(b),
+                                                           lb, static_cast<T*>(out), n);
+    }
+  });
+  TERN_CUDA_CHECK_LAUNCH();
+}
+
+void launch_unary(Dtype dt, int op, const void* x, const Layout& lx, void* out, int64_t n, float p0, float p1,
+                  cudaStream_t s) {
+  dispatch_float(dt, [&](auto tag) {
+    using T = decltype(tag);
+    kernels::unary_kernel<T><<<grid_for(n, kThreads), kThreads, 0, s>>>(op, static_cast<const T*>(x), lx,
+                                                                       static_cast<T*>(out), n, p0, p1);
+  });
+  TERN_CUDA_CHECK_LAUNCH();
+}
+
+void launch_gated(Dtype dt, int act, const void* gate, const Layout& lg, const void* up, const Layout& lu, void* out,
+                  int64_t n, cudaStream_t s) {
+  dispatch_float(dt, [&](auto tag) {
+    using T = decltype(tag);
+    kernels::gated_kernel<T><<<grid_for(n, kThreads), kThreads, 0, s>>>(
+        act, static_cast<const T*>(gate), lg, static_cast<const T*>(up), lu, static_cast<T*>(out), n);
+  });
+  TERN_CUDA_CHECK_LAUNCH();
+}
+
+void launch_cast(Dtype src_dt, const void* x, const Layout& lx, Dtype dst_dt, void* out, int64_t n, cudaStream_t s) {
+  dispatch_numeric(src_dt, [&](auto stag) {
+    using S = decltype(stag);
+    dispatch_numeric(dst_dt, [&](auto dtag) {
+      using D = decltype(dtag);
+      kernels::cast_kernel<S, D><<<grid_for(n, kThreads), kThreads, 0, s>>>(static_cast<const S*>(x), lx,
+                                                                            static_cast<D*>(out), n);
+    });
+  });
+  TERN_CUDA_CHECK_LAUNCH();
+}
+
+void launch_add_bias(Dtype out_dt, void* out, Dtype bias_dt, const void* bias, int64_t rows, int64_t cols,
+                     cudaStream_t s) {
+  dispatch_float(out_dt, [&](auto otag) {
+    using T = decltype(otag);
+    dispatch_float(bias_dt, [&](auto btag) {
+      using B = decltype(btag);
+      kernels::add_bias_kernel<T, B><<<grid_for(rows * cols, kThreads), kThreads, 0, s>>>(
+          static_cast<T*>(out), static_cast<const B*>(bias), rows, cols);
+    });
+  });
+  TERN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace tern::cuda

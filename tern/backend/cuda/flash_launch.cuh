@@ -1,0 +1,105 @@
+// run_flash<HD, BN> / run_decode<HD, BN>: the templated launchers of the tensor-core prefill and
+// decode kernels; each head dim is instantiated in its own attention_flash_<HD>.cu so the instances
+// compile in parallel.
+#pragma once
+#include "tern/backend/cuda/dispatch.cuh"
+#include "tern/backend/cuda/kernels/attention_rows.cuh"
+#include "tern/backend/cuda/kernels/attention_decode.cuh"
+#include "tern/backend/cuda/kernels/attention_flash.cuh"
+#include "tern/backend/cuda/launch.h"
+#include "tern/backend/cuda/runtime/check.h"
+
+namespace tern::cuda {
+
+template <typename T, int HD, int BN>
+void run_flash_typed(const SdpaParams& p, cudaStream_t s) {
+  constexpr size_t smem = (kernels::kFlashM + 2 * BN) * (HD + 8) * sizeof(T);
+  static const bool configured = [] {
+    TERN_CUDA_CHECK(cudaFuncSetAttribute(kernels::attention_flash_kernel<T, HD, BN>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    return true;
+  }();
+  (void)configured;
+  kernels::FlashArgs a{};
+  a.q = p.q;
+  a.k = p.k;
+  a.v = p.v;
+  a.out = p.out;
+  a.Hq = p.Hq, a.Hkv = p.Hkv, a.Lq = p.Lq, a.Lk = p.Lk;
+  for (int i = 0; i < 3; ++i) a.qs[i] = p.q_stride[i], a.ks[i] = p.k_stride[i], a.vs[i] = p.v_stride[i];
+  a.scale = p.scale;
+  a.softcap = p.softcap;
+  a.causal = p.causal;
+  a.q_offset = p.q_offset;
+  a.window = p.window;
+  a.kv_len = p.kv_len;
+  dim3 grid(static_cast<unsigned>((p.Lq + kernels::kFlashM - 1) / kernels::kFlashM), static_cast<unsigned>(p.Hq),
+            static_cast<unsigned>(p.B));
+  kernels::attention_flash_kernel<T, HD, BN><<<grid, kernels::kFlashWarps * 32, smem, s>>>(a);
+  TERN_CUDA_CHECK_LAUNCH();
+}
+
+template <int HD, int BN>
+void run_flash(Dtype dt, const SdpaParams& p, cudaStream_t s) {
+  if (dt == Dtype::bf16) {
+    run_flash_typed<__nv_bfloat16, HD, BN>(p, s);
+  } else {
+    run_flash_typed<__half, HD, BN>(p, s);
+  }
+}
+
+template <typename T, int HD, int BN>
+void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s) {
+  constexpr size_t q_bytes = 16 * (HD + 8) * sizeof(T);
+  constexpr size_t kv_bytes = kernels::kFlashWarps * 2 * BN * (HD + 8) * sizeof(T);
+  constexpr size_t merge_bytes = (kernels::kFlashWarps * 16 * 2 + kernels::kFlashWarps * 16 * HD) * sizeof(float);
+  constexpr size_t smem = q_bytes + (kv_bytes > merge_bytes ? kv_bytes : merge_bytes);
+  static const bool configured = [] {
+    TERN_CUDA_CHECK(cudaFuncSetAttribute(kernels::attention_decode_kernel<T, HD, BN>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    return true;
+  }();
+  (void)configured;
+  kernels::DecodeArgs a{};
+  a.q = p.q;
+  a.k = p.k;
+  a.v = p.v;
+  a.out = p.out;
+  a.partial = workspace;
+  a.Hq = p.Hq, a.Hkv = p.Hkv, a.Lq = p.Lq, a.Lk = p.Lk;
+  for (int i = 0; i < 3; ++i) a.qs[i] = p.q_stride[i], a.ks[i] = p.k_stride[i], a.vs[i] = p.v_stride[i];
+  a.scale = p.scale;
+  a.softcap = p.softcap;
+  a.causal = p.causal;
+  a.q_offset = p.q_offset;
+  a.window = p.window;
+  a.kv_len = p.kv_len;
+  a.n_splits = n_splits;
+  dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
+  kernels::attention_decode_kernel<T, HD, BN><<<grid, kernels::kFlashWarps * 32, smem, s>>>(a);
+  TERN_CUDA_CHECK_LAUNCH();
+  if (n_splits > 1) {
+    const int64_t rows = p.B * p.Hq * p.Lq;
+    kernels::attention_combine_kernel<T><<<static_cast<unsigned>(rows), 128, 0, s>>>(
+        workspace, static_cast<T*>(p.out), rows, HD, n_splits);
+    TERN_CUDA_CHECK_LAUNCH();
+  }
+}
+
+template <int HD, int BN>
+void run_decode(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s) {
+  if (dt == Dtype::bf16) {
+    run_decode_typed<__nv_bfloat16, HD, BN>(p, n_splits, workspace, s);
+  } else {
+    run_decode_typed<__half, HD, BN>(p, n_splits, workspace, s);
+  }
+}
+
+void run_flash_64(Dtype dt, const SdpaParams& p, cudaStream_t s);
+void run_flash_128(Dtype dt, const SdpaParams& p, cudaStream_t s);
+void run_flash_256(Dtype dt, const SdpaParams& p, cudaStream_t s);
+void run_decode_64(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s);
+void run_decode_128(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s);
+void run_decode_256(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s);
+
+}  // namespace tern::cuda

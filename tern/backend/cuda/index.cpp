@@ -1,0 +1,40 @@
+// CUDA embedding entry point. Ids given on the host are range-checked there before the upload; ids
+// already on the device (e.g. sampled there) are trusted, and an out-of-range one gathers zeros.
+#include "tern/ops/index.h"
+
+#include "tern/backend/cuda/launch.h"
+#include "tern/backend/cuda/layout.h"
+#include "tern/backend/cuda/runtime/context.h"
+
+namespace tern::cuda {
+
+void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
+  check_cuda(table, "embedding");
+  const int64_t n_ids = ids.numel();
+  if (n_ids == 0) return;
+  TERN_CHECK(table.rank() == 2, "[embedding] expected table [V, D], got {}", shape_str(table.shape()));
+  const int64_t V = table.size(0);
+  Tensor idc;
+  if (ids.device().is_cpu()) {
+    Tensor host = ids.contiguous();
+    dispatch_dtype(host.dtype(), [&](auto tag) {
+      using I = decltype(tag);
+      if constexpr (std::is_same_v<I, int32_t> || std::is_same_v<I, int64_t>) {
+        const I* p = host.data<I>();
+        for (int64_t i = 0; i < n_ids; ++i) {
+          TERN_CHECK(p[i] >= 0 && p[i] < V, "[embedding] expected token id in [0, {}), got {}", V,
+                     static_cast<int64_t>(p[i]));
+        }
+      }
+    });
+    idc = host.to(table.device());
+  } else {
+    idc = ids.contiguous();
+  }
+  Tensor tc = table.contiguous();
+  Tensor bad = Tensor::empty({1}, Dtype::i32, table.device());
+  launch_embedding(tc.dtype(), tc.data_ptr(), V, tc.size(1), idc.dtype(), idc.data_ptr(), n_ids, out.dtype(),
+                   out.data_ptr(), bad.data<int32_t>(), stream());
+}
+
+}  // namespace tern::cuda

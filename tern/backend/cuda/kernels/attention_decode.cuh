@@ -1,0 +1,237 @@
+// Flash-decoding on tensor cores: a block owns one kv head of one batch row and one key split; its
+// 16 mma rows are the query rows that read that kv head (G query heads x Lq queries, <= 16), so K/V
+// are read once per kv head, not once per query head. The 4 warps walk disjoint key tiles with their
+// own online softmax, merge in shared memory, and write either the output (one split) or a partial
+// (acc, max, sum) that attention_combine_kernel merges.
+#pragma once
+#include "tern/backend/cuda/kernels/attention_flash.cuh"
+
+namespace tern::cuda::kernels {
+
+struct DecodeArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  float* partial;  // [n_splits, B * Hq * Lq, HD + 2]
+  int64_t Hq, Hkv, Lq, Lk;
+  int64_t qs[3], ks[3], vs[3];
+  float scale, softcap;
+  bool causal;
+  int64_t q_offset, window;
+  const int32_t* kv_len;
+  int n_splits;
+};
+
+// Copies `rows` rows (HD elements, row stride `stride`) into smem rows of HD + 8 using one warp; rows
+// at or past `valid` are zero.
+template <typename T, int HD>
+__device__ __forceinline__ void warp_load_tile(T* smem, const T* g, int64_t stride, int rows, int valid, int lane) {
+  constexpr int kPerRow = HD / 8;
+#pragma unroll 4
+  for (int idx = lane; idx < rows * kPerRow; idx += 32) {
+    const int r = idx / kPerRow, c = (idx % kPerRow) * 8;
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (r < valid) val = *reinterpret_cast<const uint4*>(g + r * stride + c);
+    *reinterpret_cast<uint4*>(smem + r * (HD + 8) + c) = val;
+  }
+}
+
+template <typename T, int HD, int BN>
+__global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(DecodeArgs a) {
+  extern __shared__ __align__(16) unsigned char decode_smem[];
+  constexpr int kStride = HD + 8;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+  const int64_t split = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  const int64_t G = a.Hq / a.Hkv;
+  const int R = static_cast<int>(G * a.Lq);  // <= 16
+
+  T* sq = reinterpret_cast<T*>(decode_smem);
+  T* sk = sq + 16 * kStride + warp * 2 * BN * kStride;
+  T* sv = sk + BN * kStride;
+
+  // Query rows r = gi * Lq + i for query head hk * G + gi.
+  for (int idx = threadIdx.x; idx < 16 * (HD / 8); idx += blockDim.x) {
+    const int r = idx / (HD / 8), c = (idx % (HD / 8)) * 8;
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (r < R) {
+      const int64_t h = hk * G + r / a.Lq, i = r % a.Lq;
+      const T* qp = static_cast<const T*>(a.q) + b * a.qs[0] + h * a.qs[1] + i * a.qs[2];
+      val = *reinterpret_cast<const uint4*>(qp + c);
+    }
+    *reinterpret_cast<uint4*>(sq + r * kStride + c) = val;
+  }
+
+  int64_t lk = a.Lk;
+  if (a.kv_len) lk = min(lk, static_cast<int64_t>(a.kv_len[b]));
+  int64_t row_lo[2], row_hi[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int r = g + 8 * rr;
+    const int64_t i = r < R ? r % a.Lq : 0;
+    row_hi[rr] = r >= R ? 0 : a.causal ? min(lk, i + a.q_offset + 1) : lk;
+    row_lo[rr] = a.window > 0 ? max(int64_t(0), i + a.q_offset - a.window + 1) : 0;
+  }
+  // The block's key range: the union over its rows (query 0 has the lowest window start, Lq - 1 the
+  // highest causal end), cut into n_splits chunks of whole tiles.
+  const int64_t lo_min = a.window > 0 ? max(int64_t(0), a.q_offset - a.window + 1) : 0;
+  const int64_t hi_max = a.causal ? min(lk, a.Lq - 1 + a.q_offset + 1) : lk;
+  const int64_t span = hi_max > lo_min ? hi_max - lo_min : 0;
+  int64_t chunk = (span + a.n_splits - 1) / a.n_splits;
+  chunk = (chunk + BN - 1) / BN * BN;
+  const int64_t start = lo_min + chunk * split;
+  const int64_t stop = min(hi_max, start + chunk);
+  __syncthreads();
+
+  const T* kg = static_cast<const T*>(a.k) + b * a.ks[0] + hk * a.ks[1];
+  const T* vg = static_cast<const T*>(a.v) + b * a.vs[0] + hk * a.vs[1];
+  float o[HD / 8][4];
+#pragma unroll
+  for (int i = 0; i < HD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
+
+  for (int64_t n0 = start + warp * BN; n0 < stop; n0 += kFlashWarps * BN) {
+    const int valid = static_cast<int>(min(static_cast<int64_t>(BN), a.Lk - n0));
+    warp_load_tile<T, HD>(sk, kg + n0 * a.ks[2], a.ks[2], BN, valid, lane);
+    warp_load_tile<T, HD>(sv, vg + n0 * a.vs[2], a.vs[2], BN, valid, lane);
+    __syncwarp();
+
+    float s[BN / 8][4];
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) {
+      uint32_t qa[4];
+      ldmatrix_x4(qa[0], qa[1], qa[2], qa[3], sq + (lane & 15) * kStride + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+      for (int nn = 0; nn < BN / 16; ++nn) {
+        const int mi = lane >> 3, r = lane & 7;
+        uint32_t b0, b1, b2, b3;
+        ldmatrix_x4(b0, b1, b2, b3, sk + (nn * 16 + r + 8 * (mi >> 1)) * kStride + kk * 16 + 8 * (mi & 1));
+        mma16816<T>(s[2 * nn], qa, b0, b1);
+        mma16816<T>(s[2 * nn + 1], qa, b2, b3);
+      }
+    }
+
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int rr = e >> 1;
+        const int64_t j = n0 + i * 8 + 2 * t + (e & 1);
+        float x = s[i][e];
+        if (a.softcap > 0.0f) {
+          x = a.softcap * tanhf(x * a.scale / a.softcap) * kLog2e;
+        } else {
+          x *= a.scale * kLog2e;
+        }
+        if (j < row_lo[rr] || j >= row_hi[rr] || j >= stop) x = -INFINITY;
+        s[i][e] = x;
+        tile_max[rr] = fmaxf(tile_max[rr], x);
+      }
+    }
+    float corr[2];
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      tile_max[rr] = fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 1));
+      tile_max[rr] = fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 2));
+      const float m_new = fmaxf(row_m[rr], tile_max[rr]);
+      corr[rr] = m_new == -INFINITY ? 1.0f : exp2f(row_m[rr] - m_new);
+      row_m[rr] = m_new;
+    }
+    float tile_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int rr = e >> 1;
+        const float p = row_m[rr] == -INFINITY ? 0.0f : exp2f(s[i][e] - row_m[rr]);
+        s[i][e] = p;
+        tile_sum[rr] += p;
+      }
+    }
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) row_l[rr] = row_l[rr] * corr[rr] + tile_sum[rr];
+#pragma unroll
+    for (int i = 0; i < HD / 8; ++i) {
+      o[i][0] *= corr[0];
+      o[i][1] *= corr[0];
+      o[i][2] *= corr[1];
+      o[i][3] *= corr[1];
+    }
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      uint32_t pa[4];
+      pa[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+      pa[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+      pa[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int dd = 0; dd < HD / 16; ++dd) {
+        const int mi = lane >> 3, r = lane & 7;
+        uint32_t b0, b1, b2, b3;
+        ldmatrix_x4_trans(b0, b1, b2, b3, sv + (kk * 16 + r + 8 * (mi & 1)) * kStride + dd * 16 + 8 * (mi >> 1));
+        mma16816<T>(o[2 * dd], pa, b0, b1);
+        mma16816<T>(o[2 * dd + 1], pa, b2, b3);
+      }
+    }
+    __syncwarp();
+  }
+
+  // Merge the warps: per warp and row, the max (log2 domain), the sum and the unnormalised acc.
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    row_l[rr] += __shfl_xor_sync(0xffffffffu, row_l[rr], 1);
+    row_l[rr] += __shfl_xor_sync(0xffffffffu, row_l[rr], 2);
+  }
+  __syncthreads();  // every warp is done with its K/V tiles: reuse that smem
+  float* wm = reinterpret_cast<float*>(decode_smem + 16 * kStride * sizeof(T));
+  float* wl = wm + kFlashWarps * 16;
+  float* wacc = wl + kFlashWarps * 16;  // [warp][16][HD]
+  if (t == 0) {
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      wm[warp * 16 + g + 8 * rr] = row_m[rr];
+      wl[warp * 16 + g + 8 * rr] = row_l[rr];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < HD / 8; ++i) {
+    const int d = i * 8 + 2 * t;
+    wacc[(warp * 16 + g) * HD + d] = o[i][0];
+    wacc[(warp * 16 + g) * HD + d + 1] = o[i][1];
+    wacc[(warp * 16 + g + 8) * HD + d] = o[i][2];
+    wacc[(warp * 16 + g + 8) * HD + d + 1] = o[i][3];
+  }
+  __syncthreads();
+  const int64_t rows_total = static_cast<int64_t>(gridDim.z) * a.Hq * a.Lq;
+  for (int idx = threadIdx.x; idx < R * HD; idx += blockDim.x) {
+    const int r = idx / HD, d = idx % HD;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kFlashWarps; ++w) M = fmaxf(M, wm[w * 16 + r]);
+    float L = 0.0f, acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kFlashWarps; ++w) {
+      const float f = wm[w * 16 + r] == -INFINITY ? 0.0f : exp2f(wm[w * 16 + r] - M);
+      L += wl[w * 16 + r] * f;
+      acc += wacc[(w * 16 + r) * HD + d] * f;
+    }
+    const int64_t h = hk * G + r / a.Lq, i = r % a.Lq;
+    const int64_t row = (b * a.Hq + h) * a.Lq + i;
+    if (a.n_splits == 1) {
+      static_cast<T*>(a.out)[row * HD + d] = from_f32<T>(L > 0.0f ? acc / L : 0.0f);
+    } else {
+      float* pp = a.partial + (split * rows_total + row) * (HD + 2);
+      pp[d] = acc;
+      if (d == 0) {
+        pp[HD] = M == -INFINITY ? -INFINITY : M * 0.6931471805599453f;  // natural-log domain for the combine
+        pp[HD + 1] = L;
+      }
+    }
+  }
+}
+
+}  // namespace tern::cuda::kernels

@@ -1,0 +1,244 @@
+// Flash-attention prefill on tensor cores (mma.sync m16n8k16, bf16/f16 in, f32 accumulate), FA2
+// style: a block owns 64 query rows of one head (4 warps x 16 rows), walks the visible key tiles with
+// an online softmax kept in registers, and reads K/V of the query head's kv group (GQA). Masks:
+// causal with q_offset, sliding window, per-batch kv_len; optional logit softcap.
+#pragma once
+#include <type_traits>
+
+#include "tern/backend/cuda/kernels/common.cuh"
+
+namespace tern::cuda::kernels {
+
+struct FlashArgs {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* out;
+  int64_t Hq, Hkv, Lq, Lk;
+  int64_t qs[3], ks[3], vs[3];
+  float scale, softcap;
+  bool causal;
+  int64_t q_offset, window;
+  const int32_t* kv_len;
+};
+
+constexpr int kFlashM = 64;  // query rows per block
+constexpr int kFlashWarps = 4;
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3, const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t& r0, uint32_t& r1, uint32_t& r2, uint32_t& r3,
+                                                  const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(smem_addr(p)));
+}
+
+template <typename T>
+__device__ __forceinline__ void mma16816(float* c, const uint32_t* a, uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+// Copies `rows` rows of HD elements (row stride `stride`) into smem rows of HD + 8, zero past `valid`.
+template <typename T, int HD>
+__device__ __forceinline__ void load_tile(T* smem, const T* g, int64_t stride, int rows, int valid) {
+  constexpr int kVec = 8;  // 16 bytes
+  constexpr int kPerRow = HD / kVec;
+  for (int idx = threadIdx.x; idx < rows * kPerRow; idx += blockDim.x) {
+    const int r = idx / kPerRow, c = (idx % kPerRow) * kVec;
+    uint4 val = make_uint4(0, 0, 0, 0);
+    if (r < valid) val = *reinterpret_cast<const uint4*>(g + r * stride + c);
+    *reinterpret_cast<uint4*>(smem + r * (HD + 8) + c) = val;
+  }
+}
+
+template <typename T, int HD, int BN>
+__global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(FlashArgs a) {
+  extern __shared__ __align__(16) unsigned char flash_smem[];
+  constexpr int kStride = HD + 8;
+  T* sq = reinterpret_cast<T*>(flash_smem);
+  T* sk = sq + kFlashM * kStride;
+  T* sv = sk + BN * kStride;
+
+  const int64_t b = blockIdx.z, h = blockIdx.y;
+  const int64_t hk = h / (a.Hq / a.Hkv);
+  const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kFlashM;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+
+  const T* qg = static_cast<const T*>(a.q) + b * a.qs[0] + h * a.qs[1] + m0 * a.qs[2];
+  const T* kg = static_cast<const T*>(a.k) + b * a.ks[0] + hk * a.ks[1];
+  const T* vg = static_cast<const T*>(a.v) + b * a.vs[0] + hk * a.vs[1];
+
+  // Keys any row of this block may see: [lo_min, hi_max).
+  int64_t lk = a.Lk;
+  if (a.kv_len) lk = min(lk, static_cast<int64_t>(a.kv_len[b]));
+  const int64_t last_row = min(m0 + kFlashM, a.Lq) - 1;
+  int64_t hi_max = a.causal ? min(lk, last_row + a.q_offset + 1) : lk;
+  int64_t lo_min = a.window > 0 ? max(int64_t(0), m0 + a.q_offset - a.window + 1) : 0;
+
+  load_tile<T, HD>(sq, qg, a.qs[2], kFlashM, static_cast<int>(min(static_cast<int64_t>(kFlashM), a.Lq - m0)));
+
+  // This thread's two rows (g and g + 8 of the warp's 16) and their visible ranges.
+  int64_t row_i[2], row_lo[2], row_hi[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    row_i[r] = m0 + warp * 16 + g + 8 * r;
+    row_hi[r] = a.causal ? min(lk, row_i[r] + a.q_offset + 1) : lk;
+    row_lo[r] = a.window > 0 ? max(int64_t(0), row_i[r] + a.q_offset - a.window + 1) : 0;
+  }
+
+  float o[HD / 8][4];
+#pragma unroll
+  for (int i = 0; i < HD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
+
+  const int64_t first = (lo_min / BN) * BN;
+  for (int64_t n0 = first; n0 < hi_max; n0 += BN) {
+    __syncthreads();
+    const int valid = static_cast<int>(min(static_cast<int64_t>(BN), a.Lk - n0));
+    load_tile<T, HD>(sk, kg + n0 * a.ks[2], a.ks[2], BN, valid);
+    load_tile<T, HD>(sv, vg + n0 * a.vs[2], a.vs[2], BN, valid);
+    __syncthreads();
+
+    // S = Q K^T for the warp's 16 rows and BN keys.
+    float s[BN / 8][4];
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) {
+      uint32_t qa[4];
+      ldmatrix_x4(qa[0], qa[1], qa[2], qa[3], sq + (warp * 16 + (lane & 15)) * kStride + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+      for (int nn = 0; nn < BN / 16; ++nn) {
+        const int mi = lane >> 3, r = lane & 7;
+        uint32_t b0, b1, b2, b3;
+        ldmatrix_x4(b0, b1, b2, b3, sk + (nn * 16 + r + 8 * (mi >> 1)) * kStride + kk * 16 + 8 * (mi & 1));
+        mma16816<T>(s[2 * nn], qa, b0, b1);
+        mma16816<T>(s[2 * nn + 1], qa, b2, b3);
+      }
+    }
+
+    // Scale (softcap), mask, online softmax in base 2.
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1;
+        const int64_t j = n0 + i * 8 + 2 * t + (e & 1);
+        float x = s[i][e];
+        if (a.softcap > 0.0f) {
+          x = a.softcap * tanhf(x * a.scale / a.softcap) * kLog2e;
+        } else {
+          x *= a.scale * kLog2e;
+        }
+        if (j < row_lo[r] || j >= row_hi[r]) x = -INFINITY;
+        s[i][e] = x;
+        tile_max[r] = fmaxf(tile_max[r], x);
+      }
+    }
+    float corr[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+      const float m_new = fmaxf(row_m[r], tile_max[r]);
+      corr[r] = m_new == -INFINITY ? 1.0f : exp2f(row_m[r] - m_new);
+      row_m[r] = m_new;
+    }
+    float tile_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int r = e >> 1;
+        const float p = row_m[r] == -INFINITY ? 0.0f : exp2f(s[i][e] - row_m[r]);
+        s[i][e] = p;
+        tile_sum[r] += p;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) row_l[r] = row_l[r] * corr[r] + tile_sum[r];
+#pragma unroll
+    for (int i = 0; i < HD / 8; ++i) {
+      o[i][0] *= corr[0];
+      o[i][1] *= corr[0];
+      o[i][2] *= corr[1];
+      o[i][3] *= corr[1];
+    }
+
+    // O += P V: P's accumulators become A fragments directly.
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; ++kk) {
+      uint32_t pa[4];
+      pa[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+      pa[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+      pa[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+      pa[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+      for (int dd = 0; dd < HD / 16; ++dd) {
+        const int mi = lane >> 3, r = lane & 7;
+        uint32_t b0, b1, b2, b3;
+        ldmatrix_x4_trans(b0, b1, b2, b3, sv + (kk * 16 + r + 8 * (mi & 1)) * kStride + dd * 16 + 8 * (mi >> 1));
+        mma16816<T>(o[2 * dd], pa, b0, b1);
+        mma16816<T>(o[2 * dd + 1], pa, b2, b3);
+      }
+    }
+  }
+
+  // Row sums across the 4 threads of each row group, then normalise and store.
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = row_l[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    inv[r] = l > 0.0f ? 1.0f / l : 0.0f;
+  }
+  T* og = static_cast<T*>(a.out) + ((b * a.Hq + h) * a.Lq) * HD;
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    if (row_i[r] >= a.Lq) continue;
+    T* orow = og + row_i[r] * HD;
+#pragma unroll
+    for (int i = 0; i < HD / 8; ++i) {
+      const int d = i * 8 + 2 * t;
+      orow[d] = from_f32<T>(o[i][2 * r] * inv[r]);
+      orow[d + 1] = from_f32<T>(o[i][2 * r + 1] * inv[r]);
+    }
+  }
+}
+
+}  // namespace tern::cuda::kernels

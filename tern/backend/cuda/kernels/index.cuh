@@ -1,0 +1,21 @@
+// Embedding gather: one block per id, the row converted to the output type.
+#pragma once
+#include "tern/backend/cuda/kernels/common.cuh"
+
+namespace tern::cuda::kernels {
+
+template <typename T, typename I, typename O>
+__global__ void embedding_kernel(const T* __restrict__ table, int64_t V, int64_t D, const I* __restrict__ ids,
+                                 O* __restrict__ out, int32_t* __restrict__ bad) {
+  const int64_t id = static_cast<int64_t>(ids[blockIdx.x]);
+  O* row = out + blockIdx.x * D;
+  if (id < 0 || id >= V) {
+    for (int64_t j = threadIdx.x; j < D; j += blockDim.x) row[j] = from_f32<O>(0.0f);
+    if (threadIdx.x == 0) *bad = 1;
+    return;
+  }
+  const T* src = table + id * D;
+  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) row[j] = from_f32<O>(to_f32(src[j]));
+}
+
+}  // namespace tern::cuda::kernels

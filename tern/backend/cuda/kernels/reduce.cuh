@@ -1,0 +1,193 @@
+// Reductions over the middle dim of contiguous [outer, n, inner]: softmax / log-softmax, sum, mean,
+// max, argmax and top-k. inner == 1 uses one block per row; inner > 1 one thread per column.
+#pragma once
+#include "tern/backend/cuda/kernels/common.cuh"
+
+namespace tern::cuda::kernels {
+
+enum ReduceCode { kSum = 0, kMean = 1, kMax = 2 };
+
+template <typename T>
+__global__ void softmax_rows_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t n, bool log) {
+  const T* xr = x + blockIdx.x * n;
+  T* yr = out + blockIdx.x * n;
+  float m = -INFINITY;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, to_f32(xr[i]));
+  m = block_max(m);
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += expf(to_f32(xr[i]) - m);
+  s = block_sum(s);
+  if (log) {
+    const float ls = logf(s);
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = from_f32<T>(to_f32(xr[i]) - m - ls);
+  } else {
+    const float inv = 1.0f / s;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = from_f32<T>(expf(to_f32(xr[i]) - m) * inv);
+  }
+}
+
+template <typename T>
+__global__ void softmax_cols_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t outer, int64_t n,
+                                    int64_t inner, bool log) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= outer * inner) return;
+  const int64_t o = c / inner, in = c % inner;
+  const T* xc = x + o * n * inner + in;
+  T* yc = out + o * n * inner + in;
+  float m = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) m = fmaxf(m, to_f32(xc[i * inner]));
+  float s = 0.0f;
+  for (int64_t i = 0; i < n; ++i) s += expf(to_f32(xc[i * inner]) - m);
+  const float ls = logf(s), inv = 1.0f / s;
+  for (int64_t i = 0; i < n; ++i) {
+    float v = to_f32(xc[i * inner]) - m;
+    yc[i * inner] = from_f32<T>(log ? v - ls : expf(v) * inv);
+  }
+}
+
+template <typename T>
+__global__ void reduce_rows_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t n, int op) {
+  const T* xr = x + blockIdx.x * n;
+  float acc = op == kMax ? -INFINITY : 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = to_f32(xr[i]);
+    acc = op == kMax ? fmaxf(acc, v) : acc + v;
+  }
+  acc = op == kMax ? block_max(acc) : block_sum(acc);
+  if (threadIdx.x == 0) out[blockIdx.x] = from_f32<T>(op == kMean ? acc / static_cast<float>(n) : acc);
+}
+
+template <typename T>
+__global__ void reduce_cols_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t outer, int64_t n,
+                                   int64_t inner, int op) {
+  const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (c >= outer * inner) return;
+  const int64_t o = c / inner, in = c % inner;
+  const T* xc = x + o * n * inner + in;
+  float acc = op == kMax ? -INFINITY : 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    float v = to_f32(xc[i * inner]);
+    acc = op == kMax ? fmaxf(acc, v) : acc + v;
+  }
+  out[c] = from_f32<T>(op == kMean ? acc / static_cast<float>(n) : acc);
+}
+
+// (value, index) ordering: larger value first, then lower index. NaN never wins.
+__device__ __forceinline__ bool better(float v, int64_t i, float bv, int64_t bi) {
+  return v > bv || (v == bv && i < bi);
+}
+
+// Block-wide best (value, index); every thread gets the result.
+__device__ __forceinline__ void block_best(float& v, int64_t& idx) {
+  __shared__ float sv[32];
+  __shared__ int64_t si[32];
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    float ov = __shfl_xor_sync(0xffffffffu, v, o);
+    int64_t oi = __shfl_xor_sync(0xffffffffu, idx, o);
+    if (better(ov, oi, v, idx)) v = ov, idx = oi;
+  }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, n_warps = blockDim.x >> 5;
+  __syncthreads();
+  if (lane == 0) sv[warp] = v, si[warp] = idx;
+  __syncthreads();
+  v = lane < n_warps ? sv[lane] : -INFINITY;
+  idx = lane < n_warps ? si[lane] : INT64_MAX;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    float ov = __shfl_xor_sync(0xffffffffu, v, o);
+    int64_t oi = __shfl_xor_sync(0xffffffffu, idx, o);
+    if (better(ov, oi, v, idx)) v = ov, idx = oi;
+  }
+}
+
+// One block per (outer, inner) line of n elements at stride `inner`.
+template <typename T>
+__global__ void argmax_kernel(const T* __restrict__ x, int32_t* __restrict__ out, int64_t n, int64_t inner) {
+  const int64_t line = blockIdx.x;
+  const int64_t o = line / inner, in = line % inner;
+  const T* xl = x + o * n * inner + in;
+  float bv = -INFINITY;
+  int64_t bi = INT64_MAX;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    float v = to_f32(xl[i * inner]);
+    if (better(v, i, bv, bi)) bv = v, bi = i;
+  }
+  block_best(bv, bi);
+  if (threadIdx.x == 0) out[line] = static_cast<int32_t>(bi == INT64_MAX ? 0 : bi);
+}
+
+// Two-stage argmax for few long lines (vocabulary rows): stage 1, block (line, chunk) finds the best
+// of its chunk of n/chunks elements (inner == 1); stage 2, one warp per line merges the chunks.
+template <typename T>
+__global__ void argmax_partial_kernel(const T* __restrict__ x, int64_t n, int chunks, float* __restrict__ best_v,
+                                      int64_t* __restrict__ best_i) {
+  const int64_t line = blockIdx.x;
+  const int64_t per = (n + chunks - 1) / chunks;
+  const int64_t lo = blockIdx.y * per, hi = min(n, lo + per);
+  const T* xl = x + line * n;
+  float bv = -INFINITY;
+  int64_t bi = INT64_MAX;
+  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    float v = to_f32(xl[i]);
+    if (better(v, i, bv, bi)) bv = v, bi = i;
+  }
+  block_best(bv, bi);
+  if (threadIdx.x == 0) {
+    best_v[line * chunks + blockIdx.y] = bv;
+    best_i[line * chunks + blockIdx.y] = bi;
+  }
+}
+
+__global__ void argmax_final_kernel(const float* __restrict__ best_v, const int64_t* __restrict__ best_i, int chunks,
+                                    int32_t* __restrict__ out) {
+  const int64_t line = blockIdx.x;
+  float bv = -INFINITY;
+  int64_t bi = INT64_MAX;
+  for (int c = threadIdx.x; c < chunks; c += 32) {
+    float v = best_v[line * chunks + c];
+    int64_t i = best_i[line * chunks + c];
+    if (better(v, i, bv, bi)) bv = v, bi = i;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (better(ov, oi, bv, bi)) bv = ov, bi = oi;
+  }
+  if (threadIdx.x == 0) out[line] = static_cast<int32_t>(bi == INT64_MAX ? 0 : bi);
+}
+
+// k rounds of a block-wide best among the elements ranked after the previous pick.
+template <typename T>
+__global__ void topk_kernel(const T* __restrict__ x, T* __restrict__ values, int32_t* __restrict__ indices, int64_t n,
+                            int64_t inner, int64_t k) {
+  const int64_t line = blockIdx.x;
+  const int64_t o = line / inner, in = line % inner;
+  const T* xl = x + o * n * inner + in;
+  float last_v = INFINITY;
+  int64_t last_i = -1;
+  for (int64_t r = 0; r < k; ++r) {
+    float bv = -INFINITY;
+    int64_t bi = INT64_MAX;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      float v = to_f32(xl[i * inner]);
+      bool after = v < last_v || (v == last_v && i > last_i);
+      if (after && better(v, i, bv, bi)) bv = v, bi = i;
+    }
+    block_best(bv, bi);
+    if (bi == INT64_MAX) {  // only -inf / NaN left: take the lowest index not yet taken
+      bi = last_v == -INFINITY ? last_i + 1 : 0;
+      bv = -INFINITY;
+    }
+    if (threadIdx.x == 0) {
+      const int64_t at = o * k * inner + r * inner + in;
+      values[at] = xl[bi * inner];
+      indices[at] = static_cast<int32_t>(bi);
+    }
+    last_v = bv;
+    last_i = bi;
+  }
+}
+
+}  // namespace tern::cuda::kernels
