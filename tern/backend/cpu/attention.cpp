@@ -1,12 +1,15 @@
 // CPU scaled dot-product attention: per (batch, kv head, query block[, key split]) work items, online
 // softmax over key blocks in f32, AVX2 score and value kernels. GQA heads sharing a kv head run in one
 // item so each key block is read once for all of them; decode splits keys across threads.
-#include <immintrin.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "tern/base/parallel.h"
 #include "tern/ops/attention.h"

@@ -1,11 +1,14 @@
 // CPU matrix products: batched matmul on OpenBLAS sgemm (bf16/f16 widened per matrix), and linear with
 // an AVX2 dot-product kernel for few tokens (the decode path for bf16 weights) and blocked GEMM otherwise.
 #include <cblas.h>
-#include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "tern/base/parallel.h"
 #include "tern/ops/matmul.h"
