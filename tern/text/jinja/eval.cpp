@@ -43,9 +43,9 @@ Value Interpreter::getattr(const Value& obj, const std::string& name) {
 Value Interpreter::getitem(const Value& obj, const Value& key) {
   if (obj.is_undefined()) fail_undefined(obj);
   if (obj.is_dict()) {
-    if (key.is_list() && !key.list().tuple) fail("unhashable type: 'list'");
-    if (key.is_dict()) fail("unhashable type: 'dict'");
-    if (const Value* v = obj.dict().find(key)) return *v;
+    // Jinja turns any failed lookup, unhashable keys included, into an undefined value.
+    bool hashable = !(key.is_list() && !key.list().tuple) && !key.is_dict() && !key.is_namespace();
+    if (const Value* v = hashable ? obj.dict().find(key) : nullptr) return *v;
   } else if ((obj.is_list() || obj.is_string()) && (key.is_int() || key.is_bool())) {
     int64_t i = to_int64(key);
     if (obj.is_list()) {

@@ -31,6 +31,10 @@ std::string key_id(const Value& k) {
     }
     case Kind::kNone:
       return "n";
+    case Kind::kUndefined:
+      return "u";
+    case Kind::kCallable:
+      return fmt::format("c{}", static_cast<const void*>(&k.callable()));
     case Kind::kList:
       if (k.list().tuple) {
         std::string id = "t(";
