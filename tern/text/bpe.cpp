@@ -3,33 +3,21 @@
 #include "tern/text/bpe.h"
 
 #include <cstring>
-#include <queue>
+#include <algorithm>
 
 #include "tern/base/error.h"
+#include "tern/text/json_scan.h"
 #include "tern/text/unicode.h"
 
 namespace tern::text {
 
 namespace {
 
-constexpr size_t kCacheCapacity = 1 << 17;   // words kept; later new words are not cached
 constexpr size_t kMaxCachedWordBytes = 256;  // longer words are merged every time
 
 }  // namespace
 
-size_t StringHash::operator()(std::string_view s) const noexcept {
-  // FNV-1a over 8-byte words: fast on the short keys BPE looks up.
-  uint64_t h = 0xcbf29ce484222325ull ^ s.size();
-  size_t i = 0;
-  for (; i + 8 <= s.size(); i += 8) {
-    uint64_t w;
-    std::memcpy(&w, s.data() + i, 8);
-    h = (h ^ w) * 0x100000001b3ull;
-    h ^= h >> 29;
-  }
-  for (; i < s.size(); ++i) h = (h ^ static_cast<unsigned char>(s[i])) * 0x100000001b3ull;
-  return static_cast<size_t>(h ^ (h >> 32));
-}
+size_t StringHash::operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
 
 void Bpe::MergeMap::reserve(size_t n) {
   size_t cap = 16;
@@ -40,7 +28,14 @@ void Bpe::MergeMap::reserve(size_t n) {
 }
 
 void Bpe::MergeMap::set(int32_t a, int32_t b, MergeValue v) {
-  TERN_ASSERT(count_ * 2 < keys_.size(), "merge map over capacity");
+  if ((count_ + 1) * 2 > keys_.size()) {
+    std::vector<uint64_t> old_keys = std::move(keys_);
+    std::vector<MergeValue> old_values = std::move(values_);
+    reserve(std::max<size_t>(count_ * 2, 16));
+    count_ = 0;
+    for (size_t k = 0; k < old_keys.size(); ++k)
+      if (old_keys[k] != ~0ull) set(static_cast<int32_t>(old_keys[k] >> 32), static_cast<int32_t>(old_keys[k]), old_values[k]);
+  }
   uint64_t k = key(a, b);
   size_t i = (k * 0x9E3779B97F4A7C15ull) >> 20 & mask_;
   while (keys_[i] != ~0ull && keys_[i] != k) i = (i + 1) & mask_;
@@ -60,28 +55,36 @@ const Bpe::MergeValue* Bpe::MergeMap::find(int32_t a, int32_t b) const {
   }
 }
 
-std::unique_ptr<Bpe> Bpe::from_json(const Json& m, const JsonPath& p) {
+std::unique_ptr<Bpe> Bpe::from_json(const Json& m, const JsonPath& p, std::string_view raw_vocab,
+                                    std::string_view raw_merges) {
   if (!m.is_object()) p.fail("an object", m);
   std::string type = get_string(m, "type", p, "BPE");
   if (type != "BPE") (p / "type").fail("a supported model type (BPE)", "unsupported model type '" + type + "'");
   auto bpe = std::unique_ptr<Bpe>(new Bpe());
-  const Json& vocab = require(m, "vocab", p);
-  if (!vocab.is_object()) (p / "vocab").fail("an object of token -> id", vocab);
-  bpe->vocab_.reserve(vocab.size());
+
   int64_t max_id = -1;
-  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() > INT32_MAX)
-      (p / "vocab" / it.key()).fail("a non-negative integer id", *it);
-    int32_t id = it->get<int32_t>();
-    bpe->vocab_[it.key()] = id;
-    max_id = std::max<int64_t>(max_id, id);
+  auto add_token = [&](std::string_view tok, int64_t id) {
+    if (id < 0 || id > INT32_MAX) (p / "vocab" / tok).fail("a non-negative integer id", std::to_string(id));
+    bpe->vocab_.insert(tok, static_cast<int32_t>(id));
+    max_id = std::max(max_id, id);
+  };
+  if (!raw_vocab.empty()) {
+    bpe->vocab_.reserve(raw_vocab.size() / 12 + 1);
+    scan_vocab(raw_vocab, p / "vocab", add_token);
+  } else {
+    const Json& vocab = require(m, "vocab", p);
+    if (!vocab.is_object()) (p / "vocab").fail("an object of token -> id", vocab);
+    bpe->vocab_.reserve(vocab.size());
+    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+      if (!it->is_number_integer()) (p / "vocab" / it.key()).fail("a non-negative integer id", *it);
+      add_token(it.key(), it->get<int64_t>());
+    }
   }
-  bpe->id_to_token_.resize(static_cast<size_t>(max_id + 1));
-  bpe->has_id_.assign(static_cast<size_t>(max_id + 1), 0);
-  for (const auto& [tok, id] : bpe->vocab_) {
-    bpe->id_to_token_[id] = tok;
-    bpe->has_id_[id] = 1;
-  }
+  bpe->id_span_.assign(static_cast<size_t>(max_id + 1), {0u, ~0u});
+  bpe->vocab_.for_each([&](std::string_view tok, int32_t id) {
+    bpe->id_span_[id] = {static_cast<uint32_t>(bpe->id_arena_.size()), static_cast<uint32_t>(tok.size())};
+    bpe->id_arena_.append(tok);
+  });
 
   bpe->byte_fallback_ = get_bool(m, "byte_fallback", p, false);
   bpe->fuse_unk_ = get_bool(m, "fuse_unk", p, false);
@@ -90,62 +93,65 @@ std::unique_ptr<Bpe> Bpe::from_json(const Json& m, const JsonPath& p) {
   bpe->suffix_ = get_string(m, "end_of_word_suffix", p);
   std::string unk = get_string(m, "unk_token", p);
   if (!unk.empty()) {
-    if (auto it = bpe->vocab_.find(unk); it != bpe->vocab_.end()) bpe->unk_id_ = it->second;
+    if (int32_t id = bpe->vocab_.find(unk); id >= 0) bpe->unk_id_ = id;
   }
-  for (int b = 0; b < 256; ++b) {
-    auto it = bpe->vocab_.find(fmt::format("<0x{:02X}>", b));
-    bpe->byte_ids_[b] = it == bpe->vocab_.end() ? -1 : it->second;
-  }
+  for (int b = 0; b < 256; ++b) bpe->byte_ids_[b] = bpe->vocab_.find(fmt::format("<0x{:02X}>", b));
   if (bpe->prefix_.empty() && bpe->suffix_.empty()) {
     bpe->small_char_id_.assign(0x800, -1);
     for (char32_t c = 0; c < 0x800; ++c) {
       std::string s;
       append_utf8(s, c);
-      if (auto it = bpe->vocab_.find(s); it != bpe->vocab_.end()) bpe->small_char_id_[c] = it->second;
+      bpe->small_char_id_[c] = bpe->vocab_.find(s);
     }
   }
 
-  const Json& merges = require(m, "merges", p);
-  if (!merges.is_array()) (p / "merges").fail("an array", merges);
-  bpe->merges_.reserve(merges.size());
-  auto lookup = [&](const std::string& tok, const JsonPath& at) {
-    auto it = bpe->vocab_.find(tok);
-    if (it == bpe->vocab_.end()) at.fail("merge parts that are in the vocab", "'" + tok + "'");
-    return it->second;
+  size_t n_merges = 0;
+  std::string joined;
+  auto add_merge = [&](std::string_view a, std::string_view b) {
+    auto lookup = [&](std::string_view tok) {
+      int32_t id = bpe->vocab_.find(tok);
+      if (id < 0) (p / "merges").at(n_merges).fail("merge parts that are in the vocab", "'" + std::string(tok) + "'");
+      return id;
+    };
+    int32_t ia = lookup(a), ib = lookup(b);
+    joined.assign(a);
+    joined.append(b.substr(std::min(bpe->prefix_.size(), b.size())));
+    bpe->merges_.set(ia, ib, {static_cast<int32_t>(n_merges), lookup(joined)});
+    ++n_merges;
   };
-  std::string a, b;
-  for (size_t i = 0; i < merges.size(); ++i) {
-    const Json& e = merges[i];
-    JsonPath at = (p / "merges").at(i);
-    if (e.is_string()) {
-      const std::string& s = e.get_ref<const std::string&>();
-      size_t sp = s.find(' ');
-      if (sp == std::string::npos) at.fail("a merge \"a b\"", "'" + s + "'");
-      a = s.substr(0, sp);
-      b = s.substr(sp + 1);
-    } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
-      a = e[0].get<std::string>();
-      b = e[1].get<std::string>();
-    } else {
-      at.fail("a merge \"a b\" or [\"a\", \"b\"]", e);
+  if (!raw_merges.empty()) {
+    bpe->merges_.reserve(raw_merges.size() / 16 + 1);  // a guess; the map grows as needed
+    scan_merges(raw_merges, p / "merges", add_merge);
+  } else {
+    const Json& merges = require(m, "merges", p);
+    if (!merges.is_array()) (p / "merges").fail("an array", merges);
+    bpe->merges_.reserve(merges.size());
+    for (size_t i = 0; i < merges.size(); ++i) {
+      const Json& e = merges[i];
+      if (e.is_string()) {
+        const std::string& s = e.get_ref<const std::string&>();
+        size_t sp = s.find(' ');
+        if (sp == std::string::npos) (p / "merges").at(i).fail("a merge \"a b\"", "'" + s + "'");
+        add_merge(std::string_view(s).substr(0, sp), std::string_view(s).substr(sp + 1));
+      } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
+        add_merge(e[0].get_ref<const std::string&>(), e[1].get_ref<const std::string&>());
+      } else {
+        (p / "merges").at(i).fail("a merge \"a b\" or [\"a\", \"b\"]", e);
+      }
     }
-    int32_t ia = lookup(a, at), ib = lookup(b, at);
-    size_t strip = std::min(bpe->prefix_.size(), b.size());
-    int32_t merged = lookup(a + b.substr(strip), at);
-    bpe->merges_.set(ia, ib, {static_cast<int32_t>(i), merged});
   }
   return bpe;
 }
 
 std::optional<int32_t> Bpe::token_to_id(std::string_view token) const {
-  auto it = vocab_.find(token);
-  if (it == vocab_.end()) return std::nullopt;
-  return it->second;
+  int32_t id = vocab_.find(token);
+  if (id < 0) return std::nullopt;
+  return id;
 }
 
-const std::string* Bpe::id_to_token(int32_t id) const {
-  if (id < 0 || static_cast<size_t>(id) >= id_to_token_.size() || !has_id_[id]) return nullptr;
-  return &id_to_token_[id];
+std::optional<std::string_view> Bpe::id_to_token(int32_t id) const {
+  if (id < 0 || static_cast<size_t>(id) >= id_span_.size() || id_span_[id].second == ~0u) return std::nullopt;
+  return std::string_view(id_arena_).substr(id_span_[id].first, id_span_[id].second);
 }
 
 int32_t Bpe::char_id(std::string_view ch, bool first, bool last) const {
@@ -155,15 +161,13 @@ int32_t Bpe::char_id(std::string_view ch, bool first, bool last) const {
       char32_t c = next_code_point(ch, i);
       if (c < 0x800) return small_char_id_[c];
     }
-    auto it = vocab_.find(ch);
-    return it == vocab_.end() ? -1 : it->second;
+    return vocab_.find(ch);
   }
   std::string s;
   if (!first) s += prefix_;
   s += ch;
   if (last) s += suffix_;
-  auto it = vocab_.find(s);
-  return it == vocab_.end() ? -1 : it->second;
+  return vocab_.find(s);
 }
 
 void Bpe::merge_word(std::string_view w, std::vector<int32_t>& out) const {
@@ -172,8 +176,8 @@ void Bpe::merge_word(std::string_view w, std::vector<int32_t>& out) const {
     int32_t prev, next;
     bool alive;
   };
-  std::vector<Symbol> syms;
-  syms.reserve(w.size());
+  thread_local std::vector<Symbol> syms;
+  syms.clear();
   auto add = [&](int32_t id) {
     int32_t n = static_cast<int32_t>(syms.size());
     syms.push_back({id, n - 1, n + 1, true});
@@ -215,16 +219,21 @@ void Bpe::merge_word(std::string_view w, std::vector<int32_t>& out) const {
     int32_t rank, pos, new_id;
     bool operator<(const Merge& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
   };
-  std::vector<Merge> heap_storage;
-  heap_storage.reserve(syms.size() * 2);
-  std::priority_queue<Merge> queue(std::less<Merge>(), std::move(heap_storage));
+  thread_local std::vector<Merge> heap;
+  heap.clear();
+  auto push = [&](Merge m) {
+    heap.push_back(m);
+    std::push_heap(heap.begin(), heap.end());
+  };
   for (size_t k = 0; k + 1 < syms.size(); ++k) {
     if (const MergeValue* mv = merges_.find(syms[k].id, syms[k + 1].id))
-      queue.push({mv->rank, static_cast<int32_t>(k), mv->new_id});
+      heap.push_back({mv->rank, static_cast<int32_t>(k), mv->new_id});
   }
-  while (!queue.empty()) {
-    Merge top = queue.top();
-    queue.pop();
+  std::make_heap(heap.begin(), heap.end());
+  while (!heap.empty()) {
+    std::pop_heap(heap.begin(), heap.end());
+    Merge top = heap.back();
+    heap.pop_back();
     Symbol& cur = syms[top.pos];
     if (!cur.alive || cur.next < 0) continue;
     Symbol& right = syms[cur.next];
@@ -236,10 +245,10 @@ void Bpe::merge_word(std::string_view w, std::vector<int32_t>& out) const {
     if (cur.next >= 0) syms[cur.next].prev = top.pos;
     if (cur.prev >= 0) {
       if (const MergeValue* pm = merges_.find(syms[cur.prev].id, cur.id))
-        queue.push({pm->rank, cur.prev, pm->new_id});
+        push({pm->rank, cur.prev, pm->new_id});
     }
     if (cur.next >= 0) {
-      if (const MergeValue* nm = merges_.find(cur.id, syms[cur.next].id)) queue.push({nm->rank, top.pos, nm->new_id});
+      if (const MergeValue* nm = merges_.find(cur.id, syms[cur.next].id)) push({nm->rank, top.pos, nm->new_id});
     }
   }
   for (const Symbol& s : syms)
@@ -247,26 +256,48 @@ void Bpe::merge_word(std::string_view w, std::vector<int32_t>& out) const {
 }
 
 void Bpe::tokenize(std::string_view word, std::vector<int32_t>& out) const {
-  if (word.empty()) return;
-  if (ignore_merges_) {
-    if (auto it = vocab_.find(word); it != vocab_.end()) {
-      out.push_back(it->second);
-      return;
-    }
-  }
-  const bool cacheable = word.size() < kMaxCachedWordBytes;
-  if (cacheable) {
-    std::shared_lock lock(cache_mutex_);
-    if (auto it = cache_.find(word); it != cache_.end()) {
-      out.insert(out.end(), it->second.begin(), it->second.end());
-      return;
-    }
-  }
-  size_t start = out.size();
-  merge_word(word, out);
-  if (cacheable) {
+  Pieces p;
+  p.buf.assign(word);
+  p.spans.push_back({0, word.size(), true});
+  tokenize_all(p, out);
+}
+
+void Bpe::tokenize_all(const Pieces& pieces, std::vector<int32_t>& out) const {
+  struct Miss {
+    std::string_view word;
+    uint64_t hash;
+    size_t begin, end;  // its ids in out
+  };
+  std::vector<Miss> misses;
+  // Misses go into the cache in batches so repeated words within one long text hit it too.
+  auto flush = [&] {
     std::unique_lock lock(cache_mutex_);
-    if (cache_.size() < kCacheCapacity) cache_.emplace(std::string(word), std::vector<int32_t>(out.begin() + start, out.end()));
+    for (const Miss& m : misses) cache_.insert(m.word, m.hash, out.data() + m.begin, m.end - m.begin);
+    misses.clear();
+  };
+  size_t k = 0;
+  const size_t n = pieces.spans.size();
+  while (k < n) {
+    {
+      std::shared_lock lock(cache_mutex_);
+      const bool full = cache_.full();
+      for (; k < n && misses.size() < 64; ++k) {
+        std::string_view word = pieces.view(pieces.spans[k]);
+        if (ignore_merges_) {
+          if (int32_t id = vocab_.find(word); id >= 0) {
+            out.push_back(id);
+            continue;
+          }
+        }
+        const bool cacheable = word.size() < kMaxCachedWordBytes;
+        uint64_t h = cacheable ? hash_bytes(word) : 0;
+        if (cacheable && cache_.find(word, h, out)) continue;
+        size_t start = out.size();
+        merge_word(word, out);
+        if (cacheable && !full) misses.push_back({word, h, start, out.size()});
+      }
+    }
+    if (!misses.empty()) flush();
   }
 }
 

@@ -14,23 +14,31 @@
 
 #include "tern/text/json_util.h"
 #include "tern/text/string_map.h"
+#include "tern/text/pre_tokenizers.h"
+#include "tern/text/token_table.h"
+#include "tern/text/word_cache.h"
 
 namespace tern::text {
 
 class Bpe {
  public:
-  // Builds the model from tokenizer.json's "model" object. Throws tern::Error naming the field for a
-  // non-BPE model, a malformed vocab or a merge whose parts are not in the vocab.
-  static std::unique_ptr<Bpe> from_json(const Json& model, const JsonPath& p);
+  // Builds the model from tokenizer.json's "model" object. raw_vocab / raw_merges, when not empty,
+  // are the JSON text of model.vocab / model.merges (then the object's own are ignored). Throws
+  // tern::Error naming the field for a non-BPE model, a malformed vocab or a merge whose parts are
+  // not in the vocab.
+  static std::unique_ptr<Bpe> from_json(const Json& model, const JsonPath& p, std::string_view raw_vocab = {},
+                                        std::string_view raw_merges = {});
 
   // Appends the ids of one pre-tokenized piece to out. Thread-safe.
   void tokenize(std::string_view word, std::vector<int32_t>& out) const;
+  // Appends the ids of every piece, in order (one cache lock for all of them). Thread-safe.
+  void tokenize_all(const Pieces& pieces, std::vector<int32_t>& out) const;
 
   std::optional<int32_t> token_to_id(std::string_view token) const;
-  // The vocab string of id, or nullptr when the model has no such id.
-  const std::string* id_to_token(int32_t id) const;
+  // The vocab string of id, or nullopt when the model has no such id.
+  std::optional<std::string_view> id_to_token(int32_t id) const;
   // Largest id in the vocab + 1.
-  int64_t size() const { return static_cast<int64_t>(id_to_token_.size()); }
+  int64_t size() const { return static_cast<int64_t>(id_span_.size()); }
 
  private:
   struct MergeValue {
@@ -55,9 +63,9 @@ class Bpe {
   void merge_word(std::string_view word, std::vector<int32_t>& out) const;
   int32_t char_id(std::string_view ch, bool first, bool last) const;
 
-  StringMap<int32_t> vocab_;
-  std::vector<std::string> id_to_token_;
-  std::vector<uint8_t> has_id_;
+  TokenTable vocab_;
+  std::string id_arena_;                      // the token strings, by id
+  std::vector<std::pair<uint32_t, uint32_t>> id_span_;  // id -> (offset, length); length ~0u: no token
   MergeMap merges_;
   std::vector<int32_t> small_char_id_;  // code point < 0x800 -> id, when no prefix/suffix is set
   int32_t byte_ids_[256];
@@ -66,7 +74,7 @@ class Bpe {
   std::string prefix_, suffix_;
 
   mutable std::shared_mutex cache_mutex_;
-  mutable StringMap<std::vector<int32_t>> cache_;
+  mutable WordCache cache_;
 };
 
 }  // namespace tern::text

@@ -10,6 +10,7 @@
 #include "tern/text/added_tokens.h"
 #include "tern/text/bpe.h"
 #include "tern/text/decoders.h"
+#include "tern/text/json_scan.h"
 #include "tern/text/json_util.h"
 #include "tern/text/normalizers.h"
 #include "tern/text/post_processors.h"
@@ -35,7 +36,7 @@ struct Tokenizer::Impl {
     p.buf.assign(s);
     p.spans.push_back({0, p.buf.size(), at_origin});
     if (pre_tokenizer) pre_tokenizer->pre_tokenize(p);
-    for (const Span& sp : p.spans) model->tokenize(p.view(sp), ids);
+    model->tokenize_all(p, ids);
   }
 };
 
@@ -74,13 +75,20 @@ std::vector<AddedToken> parse_added_tokens(const Json& j, const JsonPath& p) {
 
 std::shared_ptr<Tokenizer::Impl> build(const std::string& tokenizer_json, const std::string& tok_name,
                                        const std::string& config_json, const std::string& cfg_name) {
-  Json j;
-  try {
-    j = Json::parse(tokenizer_json);
-  } catch (const Json::parse_error& e) {
-    TERN_THROW("[tokenizer] {}: expected valid JSON, got a parse error at byte {}", tok_name, e.byte);
-  }
   JsonPath root{tok_name, ""};
+  Json j;
+  std::string_view raw_vocab, raw_merges;
+  if (auto parts = split_tokenizer_json(tokenizer_json, root)) {
+    j = std::move(parts->doc);
+    raw_vocab = parts->vocab;
+    raw_merges = parts->merges;
+  } else {
+    try {
+      j = Json::parse(tokenizer_json);
+    } catch (const Json::parse_error& e) {
+      TERN_THROW("[tokenizer] {}: expected valid JSON, got a parse error at byte {}", tok_name, e.byte);
+    }
+  }
   if (!j.is_object()) root.fail("an object", j);
   auto impl = std::make_shared<Tokenizer::Impl>();
   auto field = [&](const char* key) -> const Json& {
@@ -90,7 +98,7 @@ std::shared_ptr<Tokenizer::Impl> build(const std::string& tokenizer_json, const 
   };
   impl->normalizer = make_normalizer(field("normalizer"), root / "normalizer");
   impl->pre_tokenizer = make_pre_tokenizer(field("pre_tokenizer"), root / "pre_tokenizer");
-  impl->model = Bpe::from_json(require(j, "model", root), root / "model");
+  impl->model = Bpe::from_json(require(j, "model", root), root / "model", raw_vocab, raw_merges);
   impl->post_processor = make_post_processor(field("post_processor"), root / "post_processor");
   impl->decoder = make_decoder(field("decoder"), root / "decoder");
   auto added = parse_added_tokens(field("added_tokens"), root / "added_tokens");
@@ -162,14 +170,14 @@ std::string Tokenizer::decode(std::span<const int32_t> ids, bool skip_special_to
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
-    const std::string* s = nullptr;
+    std::optional<std::string_view> s;
     if (const AddedToken* t = m.added.by_id(id))
-      s = &t->content;
+      s = t->content;
     else
       s = m.model->id_to_token(id);
     if (!s) continue;
     if (skip_special_tokens && m.special_contents.count(*s)) continue;
-    tokens.push_back(*s);
+    tokens.emplace_back(*s);
   }
   std::string out;
   if (m.decoder) {
@@ -195,8 +203,8 @@ std::optional<int32_t> Tokenizer::token_to_id(std::string_view token) const {
 
 std::string Tokenizer::id_to_token(int32_t id) const {
   if (const AddedToken* t = impl_->added.by_id(id)) return t->content;
-  const std::string* s = impl_->model->id_to_token(id);
-  return s ? *s : std::string();
+  auto s = impl_->model->id_to_token(id);
+  return s ? std::string(*s) : std::string();
 }
 
 bool Tokenizer::is_special(int32_t id) const {
