@@ -37,7 +37,7 @@ void Bpe::MergeMap::set(int32_t a, int32_t b, MergeValue v) {
       if (old_keys[k] != ~0ull) set(static_cast<int32_t>(old_keys[k] >> 32), static_cast<int32_t>(old_keys[k]), old_values[k]);
   }
   uint64_t k = key(a, b);
-  size_t i = (k * 0x9E3779B97F4A7C15ull) >> 20 & mask_;
+  size_t i = slot(k);
   while (keys_[i] != ~0ull && keys_[i] != k) i = (i + 1) & mask_;
   if (keys_[i] == ~0ull) ++count_;
   keys_[i] = k;
@@ -46,7 +46,7 @@ void Bpe::MergeMap::set(int32_t a, int32_t b, MergeValue v) {
 
 const Bpe::MergeValue* Bpe::MergeMap::find(int32_t a, int32_t b) const {
   uint64_t k = key(a, b);
-  size_t i = (k * 0x9E3779B97F4A7C15ull) >> 20 & mask_;
+  size_t i = slot(k);
   while (true) {
     uint64_t cur = keys_[i];
     if (cur == k) return &values_[i];
@@ -70,7 +70,17 @@ std::unique_ptr<Bpe> Bpe::from_json(const Json& m, const JsonPath& p, std::strin
   };
   if (!raw_vocab.empty()) {
     bpe->vocab_.reserve(raw_vocab.size() / 12 + 1);
-    scan_vocab(raw_vocab, p / "vocab", add_token);
+    std::vector<std::pair<std::string, int64_t>> batch;
+    auto flush = [&] {
+      for (const auto& [tok, id] : batch) bpe->vocab_.prefetch(hash_bytes(tok));
+      for (const auto& [tok, id] : batch) add_token(tok, id);
+      batch.clear();
+    };
+    scan_vocab(raw_vocab, p / "vocab", [&](std::string_view tok, int64_t id) {
+      batch.emplace_back(tok, id);
+      if (batch.size() == 16) flush();
+    });
+    flush();
   } else {
     const Json& vocab = require(m, "vocab", p);
     if (!vocab.is_object()) (p / "vocab").fail("an object of token -> id", vocab);
@@ -105,19 +115,46 @@ std::unique_ptr<Bpe> Bpe::from_json(const Json& m, const JsonPath& p, std::strin
     }
   }
 
-  size_t n_merges = 0;
-  std::string joined;
+  // Merges are resolved in batches: hashing and prefetching 3 x kBatch table slots first hides
+  // most of the cache misses of the lookups (the vocab table is larger than the caches).
+  constexpr size_t kBatch = 16;
+  size_t n_merges = 0, pending = 0;
+  std::string part_a[kBatch], part_b[kBatch], joined[kBatch];
+  auto resolve = [&] {
+    uint64_t ha[kBatch], hb[kBatch], hj[kBatch];
+    for (size_t k = 0; k < pending; ++k) {
+      ha[k] = hash_bytes(part_a[k]);
+      hb[k] = hash_bytes(part_b[k]);
+      hj[k] = hash_bytes(joined[k]);
+      bpe->vocab_.prefetch(ha[k]);
+      bpe->vocab_.prefetch(hb[k]);
+      bpe->vocab_.prefetch(hj[k]);
+    }
+    int32_t ia[kBatch], ib[kBatch], ij[kBatch];
+    for (size_t k = 0; k < pending; ++k) {
+      size_t index = n_merges - pending + k;
+      auto lookup = [&](const std::string& tok, uint64_t h) {
+        int32_t id = bpe->vocab_.find(tok, h);
+        if (id < 0) (p / "merges").at(index).fail("merge parts that are in the vocab", "'" + tok + "'");
+        return id;
+      };
+      ia[k] = lookup(part_a[k], ha[k]);
+      ib[k] = lookup(part_b[k], hb[k]);
+      ij[k] = lookup(joined[k], hj[k]);
+      bpe->merges_.prefetch(ia[k], ib[k]);
+    }
+    for (size_t k = 0; k < pending; ++k)
+      bpe->merges_.set(ia[k], ib[k], {static_cast<int32_t>(n_merges - pending + k), ij[k]});
+    pending = 0;
+  };
   auto add_merge = [&](std::string_view a, std::string_view b) {
-    auto lookup = [&](std::string_view tok) {
-      int32_t id = bpe->vocab_.find(tok);
-      if (id < 0) (p / "merges").at(n_merges).fail("merge parts that are in the vocab", "'" + std::string(tok) + "'");
-      return id;
-    };
-    int32_t ia = lookup(a), ib = lookup(b);
-    joined.assign(a);
-    joined.append(b.substr(std::min(bpe->prefix_.size(), b.size())));
-    bpe->merges_.set(ia, ib, {static_cast<int32_t>(n_merges), lookup(joined)});
+    part_a[pending].assign(a);
+    part_b[pending].assign(b);
+    joined[pending].assign(a);
+    joined[pending].append(b.substr(std::min(bpe->prefix_.size(), b.size())));
+    ++pending;
     ++n_merges;
+    if (pending == kBatch) resolve();
   };
   if (!raw_merges.empty()) {
     bpe->merges_.reserve(raw_merges.size() / 16 + 1);  // a guess; the map grows as needed
@@ -140,6 +177,7 @@ std::unique_ptr<Bpe> Bpe::from_json(const Json& m, const JsonPath& p, std::strin
       }
     }
   }
+  resolve();
   return bpe;
 }
 

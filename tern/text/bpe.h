@@ -50,8 +50,14 @@ class Bpe {
     void reserve(size_t n);
     void set(int32_t a, int32_t b, MergeValue v);
     const MergeValue* find(int32_t a, int32_t b) const;
+    void prefetch(int32_t a, int32_t b) const {
+      size_t i = slot(key(a, b));
+      __builtin_prefetch(&keys_[i]);
+      __builtin_prefetch(&values_[i]);
+    }
 
    private:
+    size_t slot(uint64_t k) const { return (k * 0x9E3779B97F4A7C15ull) >> 20 & mask_; }
     static uint64_t key(int32_t a, int32_t b) {
       return (static_cast<uint64_t>(static_cast<uint32_t>(a)) << 32) | static_cast<uint32_t>(b);
     }
