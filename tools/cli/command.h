@@ -64,4 +64,8 @@ std::vector<int32_t> parse_ids(const std::string& s);
 
 }  // namespace tern::cli
 
-#define TERN_COMMAND(name, summary, fn) static ::tern::cli::Registrar tern_cmd_registrar_##fn(name, summary, fn)
+#define TERN_CLI_CONCAT2(a, b) a##b
+#define TERN_CLI_CONCAT(a, b) TERN_CLI_CONCAT2(a, b)
+// Registers a subcommand: TERN_COMMAND("name", "one-line summary", function taking (argc, argv)).
+#define TERN_COMMAND(name, summary, fn) \
+  static ::tern::cli::Registrar TERN_CLI_CONCAT(tern_cmd_registrar_, __LINE__)(name, summary, fn)

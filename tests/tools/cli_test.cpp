@@ -1,0 +1,161 @@
+// End-to-end tests of the tern binary: the demo model's perplexity and greedy continuations against
+// transformers' reference, the JSON outputs, and the one-line errors for bad input.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tern/io/safetensors.h"
+
+namespace {
+
+struct Run {
+  int code;
+  std::string out;  // stdout
+  std::string err;  // stderr
+};
+
+Run tern(const std::string& args) {
+  const std::string err_path = ::testing::TempDir() + "/tern_cli_stderr.txt";
+  std::string cmd = std::string(TERN_BIN) + " " + args + " 2>" + err_path;
+  FILE* p = popen(cmd.c_str(), "r");
+  Run r{-1, "", ""};
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  int status = pclose(p);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream e(err_path);
+  r.err.assign(std::istreambuf_iterator<char>(e), {});
+  return r;
+}
+
+const std::string kDemo = std::string(TERN_SOURCE_DIR) + "/models/brown-qwen3-14m";
+const std::string kQwen3 = std::string(TERN_TEST_DATA) + "/models/qwen3";
+
+nlohmann::json demo_reference() {
+  std::ifstream f(kDemo + "/reference.json");
+  return nlohmann::json::parse(f);
+}
+
+std::string join_ids(const std::vector<int>& ids) {
+  std::string s;
+  for (int id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
+  return s;
+}
+
+TEST(CliDemo, PerplexityMatchesTransformers) {
+  const double want = demo_reference()["valid_first_2048_ppl"].get<double>();
+  for (const char* chunk : {"0", "256"}) {
+    Run r = tern("score " + kDemo + " --text-file " + kDemo + "/valid.txt --max-tokens 2049 --chunk " + chunk);
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["n_tokens"].get<int>(), 2049);
+    EXPECT_NEAR(j["perplexity"].get<double>(), want, 0.05) << "chunk " << chunk;
+    EXPECT_NEAR(want, 76.10, 0.01);
+  }
+}
+
+TEST(CliDemo, GreedyContinuationsMatchReference) {
+  for (const auto& c : demo_reference()["continuations"]) {
+    const auto prompt_ids = c["prompt_ids"].get<std::vector<int>>();
+    const auto want = c["greedy_ids"].get<std::vector<int>>();
+    Run r = tern("generate " + kDemo + " --ids " + join_ids(prompt_ids) + " --temperature 0 --json --max-tokens " +
+                 std::to_string(want.size()));
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["ids"].get<std::vector<int>>(), want) << c["prompt"];
+    EXPECT_EQ(j["text"].get<std::string>(), c["greedy_text"].get<std::string>());
+    EXPECT_GT(j["timings"]["generation_tokens_per_second"].get<double>(), 0.0);
+  }
+}
+
+TEST(CliDemo, TextPromptStreamsTheSameTextAsJson) {
+  const auto c = demo_reference()["continuations"][0];
+  Run streamed = tern("generate " + kDemo + " \"" + c["prompt"].get<std::string>() + "\" --temperature 0 --max-tokens 32");
+  ASSERT_EQ(streamed.code, 0) << streamed.err;
+  EXPECT_EQ(streamed.out, c["greedy_text"].get<std::string>() + "\n");
+}
+
+TEST(CliDemo, SeededSamplingIsDeterministic) {
+  const std::string args = "generate " + kDemo + " \"The jury said\" --temperature 0.9 --top-p 0.95 --json --max-tokens 24";
+  Run a = tern(args + " --seed 7"), b = tern(args + " --seed 7"), c = tern(args + " --seed 8");
+  ASSERT_EQ(a.code, 0) << a.err;
+  auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out), jc = nlohmann::json::parse(c.out);
+  EXPECT_EQ(ja["ids"], jb["ids"]);
+  EXPECT_NE(ja["ids"], jc["ids"]);
+}
+
+TEST(CliScore, LogitsOutWritesAllLogits) {
+  const std::string path = ::testing::TempDir() + "/tern_logits.safetensors";
+  Run r = tern("score " + kQwen3 + " --ids 1,2,3,4,5 --logits-out " + path);
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto f = tern::io::SafetensorsFile::open(path);
+  tern::Tensor t = f->get("logits");
+  EXPECT_EQ(t.dtype(), tern::Dtype::f32);
+  EXPECT_EQ(t.shape(), (tern::Shape{5, 512}));
+}
+
+TEST(CliInfo, DescribesTheDemoModel) {
+  Run r = tern("info " + kDemo + " --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model_type"], "qwen3");
+  EXPECT_EQ(j["layers"], 8);
+  EXPECT_NEAR(j["parameters"].get<double>(), 14.2e6, 0.3e6);
+}
+
+TEST(CliBench, ReportsThroughput) {
+  Run r = tern("bench " + kQwen3 + " --prompt-tokens 16 --gen-tokens 4 --repeats 2 --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["prefill_tokens_per_second"].get<double>(), 0);
+  EXPECT_GT(j["decode_tokens_per_second"].get<double>(), 0);
+}
+
+// Each bad input: non-zero exit, nothing on stdout, one line on stderr naming the problem.
+void expect_one_line_error(const std::string& args, const std::string& needle) {
+  Run r = tern(args);
+  EXPECT_NE(r.code, 0) << args;
+  EXPECT_TRUE(r.out.empty()) << args << " printed " << r.out;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  EXPECT_NE(r.err.find(needle), std::string::npos) << args << ": " << r.err;
+}
+
+TEST(CliErrors, BadInputGetsOneLine) {
+  expect_one_line_error("generate /nonexistent/model \"hi\"", "no such directory");
+  expect_one_line_error("generate " + kDemo + " --ids 1,2,99999", "expected token ids in [0, 4096)");
+  expect_one_line_error("generate " + kDemo + " --ids 1,x", "expected a non-negative integer token id");
+  expect_one_line_error("generate " + kDemo + " \"hi\" --bogus", "unknown option --bogus");
+  expect_one_line_error("generate " + kDemo + " \"hi\" --max-tokens", "expects a value");
+  expect_one_line_error("generate " + kDemo + " \"hi\" --temperature -1", "temperature");
+  expect_one_line_error("generate " + kDemo, "exactly one of PROMPT or --ids");
+  expect_one_line_error("generate " + kQwen3 + " \"hi\"", "no tokenizer.json");
+  expect_one_line_error("score " + kDemo + " --ids 5", "at least 2 tokens");
+  expect_one_line_error("score " + kDemo + " --text-file /nonexistent.txt", "cannot read");
+  expect_one_line_error("nonsense", "unknown command");
+  expect_one_line_error("generate " + kDemo + " \"hi\" --device quantum", "expected --device cpu, cuda or auto");
+}
+
+TEST(CliHelp, EveryCommandDocumentsItsFlags) {
+  Run r = tern("help");
+  EXPECT_EQ(r.code, 0);
+  for (const char* cmd : {"generate", "score", "info", "bench"}) {
+    EXPECT_NE(r.out.find(cmd), std::string::npos);
+    Run h = tern(std::string(cmd) + " --help");
+    EXPECT_EQ(h.code, 0);
+    EXPECT_NE(h.out.find("usage: tern " + std::string(cmd)), std::string::npos);
+  }
+  Run g = tern("generate --help");
+  for (const char* flag : {"--ids", "--max-tokens", "--temperature", "--top-p", "--top-k", "--min-p", "--seed",
+                           "--repetition-penalty", "--json", "--device"})
+    EXPECT_NE(g.out.find(flag), std::string::npos) << flag;
+}
+
+}  // namespace
