@@ -14,17 +14,17 @@
 
 namespace {
 
-struct Run {
+struct CliRun {
   int code;
   std::string out;  // stdout
   std::string err;  // stderr
 };
 
-Run tern(const std::string& args) {
+CliRun tern(const std::string& args) {
   const std::string err_path = ::testing::TempDir() + "/tern_cli_stderr.txt";
   std::string cmd = std::string(TERN_BIN) + " " + args + " 2>" + err_path;
   FILE* p = popen(cmd.c_str(), "r");
-  Run r{-1, "", ""};
+  CliRun r{-1, "", ""};
   if (!p) return r;
   std::array<char, 4096> buf;
   size_t n;
@@ -53,7 +53,7 @@ std::string join_ids(const std::vector<int>& ids) {
 TEST(CliDemo, PerplexityMatchesTransformers) {
   const double want = demo_reference()["valid_first_2048_ppl"].get<double>();
   for (const char* chunk : {"0", "256"}) {
-    Run r = tern("score " + kDemo + " --text-file " + kDemo + "/valid.txt --max-tokens 2049 --chunk " + chunk);
+    CliRun r = tern("score " + kDemo + " --text-file " + kDemo + "/valid.txt --max-tokens 2049 --chunk " + chunk);
     ASSERT_EQ(r.code, 0) << r.err;
     auto j = nlohmann::json::parse(r.out);
     EXPECT_EQ(j["n_tokens"].get<int>(), 2049);
@@ -63,10 +63,12 @@ TEST(CliDemo, PerplexityMatchesTransformers) {
 }
 
 TEST(CliDemo, GreedyContinuationsMatchReference) {
-  for (const auto& c : demo_reference()["continuations"]) {
+  const nlohmann::json ref = demo_reference();
+  ASSERT_EQ(ref["continuations"].size(), 4u);
+  for (const auto& c : ref["continuations"]) {
     const auto prompt_ids = c["prompt_ids"].get<std::vector<int>>();
     const auto want = c["greedy_ids"].get<std::vector<int>>();
-    Run r = tern("generate " + kDemo + " --ids " + join_ids(prompt_ids) + " --temperature 0 --json --max-tokens " +
+    CliRun r = tern("generate " + kDemo + " --ids " + join_ids(prompt_ids) + " --temperature 0 --json --max-tokens " +
                  std::to_string(want.size()));
     ASSERT_EQ(r.code, 0) << r.err;
     auto j = nlohmann::json::parse(r.out);
@@ -77,15 +79,16 @@ TEST(CliDemo, GreedyContinuationsMatchReference) {
 }
 
 TEST(CliDemo, TextPromptStreamsTheSameTextAsJson) {
-  const auto c = demo_reference()["continuations"][0];
-  Run streamed = tern("generate " + kDemo + " \"" + c["prompt"].get<std::string>() + "\" --temperature 0 --max-tokens 32");
+  const nlohmann::json ref = demo_reference();
+  const auto c = ref["continuations"][0];
+  CliRun streamed = tern("generate " + kDemo + " \"" + c["prompt"].get<std::string>() + "\" --temperature 0 --max-tokens 32");
   ASSERT_EQ(streamed.code, 0) << streamed.err;
   EXPECT_EQ(streamed.out, c["greedy_text"].get<std::string>() + "\n");
 }
 
 TEST(CliDemo, SeededSamplingIsDeterministic) {
   const std::string args = "generate " + kDemo + " \"The jury said\" --temperature 0.9 --top-p 0.95 --json --max-tokens 24";
-  Run a = tern(args + " --seed 7"), b = tern(args + " --seed 7"), c = tern(args + " --seed 8");
+  CliRun a = tern(args + " --seed 7"), b = tern(args + " --seed 7"), c = tern(args + " --seed 8");
   ASSERT_EQ(a.code, 0) << a.err;
   auto ja = nlohmann::json::parse(a.out), jb = nlohmann::json::parse(b.out), jc = nlohmann::json::parse(c.out);
   EXPECT_EQ(ja["ids"], jb["ids"]);
@@ -94,7 +97,7 @@ TEST(CliDemo, SeededSamplingIsDeterministic) {
 
 TEST(CliScore, LogitsOutWritesAllLogits) {
   const std::string path = ::testing::TempDir() + "/tern_logits.safetensors";
-  Run r = tern("score " + kQwen3 + " --ids 1,2,3,4,5 --logits-out " + path);
+  CliRun r = tern("score " + kQwen3 + " --ids 1,2,3,4,5 --logits-out " + path);
   ASSERT_EQ(r.code, 0) << r.err;
   auto f = tern::io::SafetensorsFile::open(path);
   tern::Tensor t = f->get("logits");
@@ -103,7 +106,7 @@ TEST(CliScore, LogitsOutWritesAllLogits) {
 }
 
 TEST(CliInfo, DescribesTheDemoModel) {
-  Run r = tern("info " + kDemo + " --json");
+  CliRun r = tern("info " + kDemo + " --json");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["model_type"], "qwen3");
@@ -112,7 +115,7 @@ TEST(CliInfo, DescribesTheDemoModel) {
 }
 
 TEST(CliBench, ReportsThroughput) {
-  Run r = tern("bench " + kQwen3 + " --prompt-tokens 16 --gen-tokens 4 --repeats 2 --json");
+  CliRun r = tern("bench " + kQwen3 + " --prompt-tokens 16 --gen-tokens 4 --repeats 2 --json");
   ASSERT_EQ(r.code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
   EXPECT_GT(j["prefill_tokens_per_second"].get<double>(), 0);
@@ -121,7 +124,7 @@ TEST(CliBench, ReportsThroughput) {
 
 // Each bad input: non-zero exit, nothing on stdout, one line on stderr naming the problem.
 void expect_one_line_error(const std::string& args, const std::string& needle) {
-  Run r = tern(args);
+  CliRun r = tern(args);
   EXPECT_NE(r.code, 0) << args;
   EXPECT_TRUE(r.out.empty()) << args << " printed " << r.out;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
@@ -144,15 +147,15 @@ TEST(CliErrors, BadInputGetsOneLine) {
 }
 
 TEST(CliHelp, EveryCommandDocumentsItsFlags) {
-  Run r = tern("help");
+  CliRun r = tern("help");
   EXPECT_EQ(r.code, 0);
   for (const char* cmd : {"generate", "score", "info", "bench"}) {
     EXPECT_NE(r.out.find(cmd), std::string::npos);
-    Run h = tern(std::string(cmd) + " --help");
+    CliRun h = tern(std::string(cmd) + " --help");
     EXPECT_EQ(h.code, 0);
     EXPECT_NE(h.out.find("usage: tern " + std::string(cmd)), std::string::npos);
   }
-  Run g = tern("generate --help");
+  CliRun g = tern("generate --help");
   for (const char* flag : {"--ids", "--max-tokens", "--temperature", "--top-p", "--top-k", "--min-p", "--seed",
                            "--repetition-penalty", "--json", "--device"})
     EXPECT_NE(g.out.find(flag), std::string::npos) << flag;
