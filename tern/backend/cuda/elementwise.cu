@@ -58,8 +58,13 @@ void launch_unary(Dtype dt, int op, const void* x, const Layout& lx, void* out, 
                   cudaStream_t s) {
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
-    kernels::unary_kernel<T><<<grid_for(n, kThreads), kThreads, 0, s>>>(op, static_cast<const T*>(x), lx,
-                                                                       static_cast<T*>(out), n, p0, p1);
+    if (is_contiguous_layout(lx, n)) {
+      kernels::unary_kernel<T, true><<<grid_for(n, kThreads), kThreads, 0, s>>>(op, static_cast<const T*>(x), lx,
+                                                                             static_cast<T*>(out), n, p0, p1);
+    } else {
+      kernels::unary_kernel<T, false><<<grid_for(n, kThreads), kThreads, 0, s>>>(op, static_cast<const T*>(x), lx,
+                                                                              static_cast<T*>(out), n, p0, p1);
+    }
   });
   TERN_CUDA_CHECK_LAUNCH();
 }
@@ -68,8 +73,13 @@ void launch_gated(Dtype dt, int act, const void* gate, const Layout& lg, const v
                   int64_t n, cudaStream_t s) {
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
-    kernels::gated_kernel<T><<<grid_for(n, kThreads), kThreads, 0, s>>>(
-        act, static_cast<const T*>(gate), lg, static_cast<const T*>(up), lu, static_cast<T*>(out), n);
+    if (is_contiguous_layout(lg, n) && is_contiguous_layout(lu, n)) {
+      kernels::gated_kernel<T, true><<<grid_for(n, kThreads), kThreads, 0, s>>>(
+          act, static_cast<const T*>(gate), lg, static_cast<const T*>(up), lu, static_cast<T*>(out), n);
+    } else {
+      kernels::gated_kernel<T, false><<<grid_for(n, kThreads), kThreads, 0, s>>>(
+          act, static_cast<const T*>(gate), lg, static_cast<const T*>(up), lu, static_cast<T*>(out), n);
+    }
   });
   TERN_CUDA_CHECK_LAUNCH();
 }
@@ -79,8 +89,13 @@ void launch_cast(Dtype src_dt, const void* x, const Layout& lx, Dtype dst_dt, vo
     using S = decltype(stag);
     dispatch_numeric(dst_dt, [&](auto dtag) {
       using D = decltype(dtag);
-      kernels::cast_kernel<S, D><<<grid_for(n, kThreads), kThreads, 0, s>>>(static_cast<const S*>(x), lx,
-                                                                            static_cast<D*>(out), n);
+      if (is_contiguous_layout(lx, n)) {
+        kernels::cast_kernel<S, D, true><<<grid_for(n, kThreads), kThreads, 0, s>>>(static_cast<const S*>(x), lx,
+                                                                                  static_cast<D*>(out), n);
+      } else {
+        kernels::cast_kernel<S, D, false><<<grid_for(n, kThreads), kThreads, 0, s>>>(static_cast<const S*>(x), lx,
+                                                                                   static_cast<D*>(out), n);
+      }
     });
   });
   TERN_CUDA_CHECK_LAUNCH();

@@ -13,7 +13,7 @@ namespace tern::cuda {
 
 template <typename T, int HD, int BN>
 void run_flash_typed(const SdpaParams& p, cudaStream_t s) {
-  constexpr size_t smem = (kernels::kFlashM + 2 * BN) * (HD + 8) * sizeof(T);
+  constexpr size_t smem = (kernels::kFlashM + 4 * BN) * (HD + 8) * sizeof(T);
   static const bool configured = [] {
     TERN_CUDA_CHECK(cudaFuncSetAttribute(kernels::attention_flash_kernel<T, HD, BN>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));

@@ -83,13 +83,30 @@ __device__ __forceinline__ void load_tile(T* smem, const T* g, int64_t stride, i
   }
 }
 
+// Asynchronous version of load_tile (cp.async, 16 bytes a thread, zero-fill past `valid`); the caller
+// commits and waits.
+template <typename T, int HD>
+__device__ __forceinline__ void load_tile_async(T* smem, const T* g, int64_t stride, int rows, int valid) {
+  constexpr int kPerRow = HD / 8;
+  for (int idx = threadIdx.x; idx < rows * kPerRow; idx += blockDim.x) {
+    const int r = idx / kPerRow, c = (idx % kPerRow) * 8;
+    const bool in = r < valid;
+    const T* src = in ? g + r * stride + c : g;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem + r * (HD + 8) + c)),
+                 "l"(src), "r"(in ? 16 : 0));
+  }
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
 template <typename T, int HD, int BN>
 __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(FlashArgs a) {
   extern __shared__ __align__(16) unsigned char flash_smem[];
   constexpr int kStride = HD + 8;
+  // Q, then two stages of (K, V): the next tile streams in while this one is computed.
   T* sq = reinterpret_cast<T*>(flash_smem);
-  T* sk = sq + kFlashM * kStride;
-  T* sv = sk + BN * kStride;
+  T* const kv_base = sq + kFlashM * kStride;  // stage s: K at kv_base + 2 * BN * kStride * s, V after it
 
   const int64_t b = blockIdx.z, h = blockIdx.y;
   const int64_t hk = h / (a.Hq / a.Hkv);
@@ -108,7 +125,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
   int64_t hi_max = a.causal ? min(lk, last_row + a.q_offset + 1) : lk;
   int64_t lo_min = a.window > 0 ? max(int64_t(0), m0 + a.q_offset - a.window + 1) : 0;
 
-  load_tile<T, HD>(sq, qg, a.qs[2], kFlashM, static_cast<int>(min(static_cast<int64_t>(kFlashM), a.Lq - m0)));
+  load_tile_async<T, HD>(sq, qg, a.qs[2], kFlashM, static_cast<int>(min(static_cast<int64_t>(kFlashM), a.Lq - m0)));
 
   // This thread's two rows (g and g + 8 of the warp's 16) and their visible ranges.
   int64_t row_i[2], row_lo[2], row_hi[2];
@@ -125,12 +142,22 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
   float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
 
   const int64_t first = (lo_min / BN) * BN;
-  for (int64_t n0 = first; n0 < hi_max; n0 += BN) {
+  auto issue = [&](int64_t n0, int stage) {
+    const int valid = static_cast<int>(max(int64_t(0), min(static_cast<int64_t>(BN), a.Lk - n0)));
+    T* sk_dst = kv_base + stage * 2 * BN * kStride;
+    load_tile_async<T, HD>(sk_dst, kg + n0 * a.ks[2], a.ks[2], BN, valid);
+    load_tile_async<T, HD>(sk_dst + BN * kStride, vg + n0 * a.vs[2], a.vs[2], BN, valid);
+  };
+  if (first < hi_max) issue(first, 0);
+  cp_async_commit();  // group: Q and the first tile
+  int stage = 0;
+  for (int64_t n0 = first; n0 < hi_max; n0 += BN, stage ^= 1) {
+    if (n0 + BN < hi_max) issue(n0 + BN, stage ^ 1);
+    cp_async_commit();
+    cp_async_wait<1>();  // everything but the tile just issued has landed
     __syncthreads();
-    const int valid = static_cast<int>(min(static_cast<int64_t>(BN), a.Lk - n0));
-    load_tile<T, HD>(sk, kg + n0 * a.ks[2], a.ks[2], BN, valid);
-    load_tile<T, HD>(sv, vg + n0 * a.vs[2], a.vs[2], BN, valid);
-    __syncthreads();
+    const T* sk = kv_base + stage * 2 * BN * kStride;
+    const T* sv = sk + BN * kStride;
 
     // S = Q K^T for the warp's 16 rows and BN keys.
     float s[BN / 8][4];
@@ -216,7 +243,9 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
         mma16816<T>(o[2 * dd + 1], pa, b2, b3);
       }
     }
+    __syncthreads();  // this stage is refilled two tiles from now
   }
+  cp_async_wait<0>();
 
   // Row sums across the 4 threads of each row group, then normalise and store.
   float inv[2];

@@ -82,20 +82,21 @@ __global__ void binary_contig_kernel(int op, const T* __restrict__ a, const T* _
   }
 }
 
-template <typename T>
+// kContig: the input is contiguous, so element i sits at offset i (no index arithmetic).
+template <typename T, bool kContig>
 __global__ void unary_kernel(int op, const T* __restrict__ x, Layout lx, T* __restrict__ out, int64_t n, float p0,
                              float p1) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    out[i] = from_f32<T>(unary_f(op, to_f32(x[offset_of(lx, i)]), p0, p1));
+    out[i] = from_f32<T>(unary_f(op, to_f32(x[kContig ? i : offset_of(lx, i)]), p0, p1));
   }
 }
 
-template <typename T>
+template <typename T, bool kContig>
 __global__ void gated_kernel(int act, const T* __restrict__ gate, Layout lg, const T* __restrict__ up, Layout lu,
                              T* __restrict__ out, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    float g = to_f32(gate[offset_of(lg, i)]);
-    float u = to_f32(up[offset_of(lu, i)]);
+    float g = to_f32(gate[kContig ? i : offset_of(lg, i)]);
+    float u = to_f32(up[kContig ? i : offset_of(lu, i)]);
     out[i] = from_f32<T>(unary_f(act, g, 0.0f, 0.0f) * u);
   }
 }
@@ -118,10 +119,10 @@ __device__ __forceinline__ D convert(S v) {
   }
 }
 
-template <typename S, typename D>
+template <typename S, typename D, bool kContig>
 __global__ void cast_kernel(const S* __restrict__ x, Layout lx, D* __restrict__ out, int64_t n) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
-    out[i] = convert<S, D>(x[offset_of(lx, i)]);
+    out[i] = convert<S, D>(x[kContig ? i : offset_of(lx, i)]);
   }
 }
 
