@@ -8,6 +8,8 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${TERN_BUILD_DIR:-$root/build}"
 "$root/scripts/setup.sh"
 "$root/scripts/fetch_tokenizers.sh"
+# ctest runs tests side by side: OpenMP threads that spin while waiting would starve each other.
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-passive}"
 ctest --test-dir "$build" --output-on-failure -j "${TERN_JOBS:-$(nproc)}" "$@"
 
 seconds="${TERN_FUZZ_SECONDS:-15}"

@@ -17,9 +17,10 @@ struct Linear {
 
 struct Embedding {
   Tensor table;  // [vocab, dim]
+  Dtype out_dtype = Dtype::f32;  // the compute dtype rows are returned in
 
   static Embedding load(const WeightLoader& w, const std::string& name, int64_t vocab, int64_t dim);
-  // ids [B, L] (i32) -> [B, L, dim] in the table's dtype.
+  // ids [B, L] (i32) -> [B, L, dim] in out_dtype.
   Tensor forward(const Tensor& ids) const;
 };
 

@@ -12,6 +12,14 @@ Tensor WeightLoader::get(const std::string& name, const Shape& shape) const {
   return t.to(device_);
 }
 
+Tensor WeightLoader::get_matrix(const std::string& name, const Shape& shape) const {
+  if (device_.is_cpu() && dtype_ == Dtype::f32) {
+    Tensor t = store_.get(prefix_ + name, shape);
+    if (t.dtype() == Dtype::bf16) return t;
+  }
+  return get(name, shape);
+}
+
 Tensor WeightLoader::get_optional(const std::string& name, const Shape& shape) const {
   if (!has(name)) return {};
   return get(name, shape);

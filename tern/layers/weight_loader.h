@@ -16,6 +16,10 @@ class WeightLoader {
   // prefix + name with the expected shape, converted to the compute dtype on the device.
   // Throws "[weights] ... missing tensor" / "expected shape" errors naming the file and tensor.
   Tensor get(const std::string& name, const Shape& shape) const;
+  // A matrix operand of linear/embedding: like get, except that on the CPU a bf16 checkpoint tensor stays
+  // bf16 (a zero-copy view of the file) while the compute dtype is f32 — bf16 widens exactly, so the
+  // math is unchanged and decode reads half the bytes.
+  Tensor get_matrix(const std::string& name, const Shape& shape) const;
   // Like get, but an absent tensor returns an undefined Tensor.
   Tensor get_optional(const std::string& name, const Shape& shape) const;
   bool has(const std::string& name) const { return store_.has(prefix_ + name); }

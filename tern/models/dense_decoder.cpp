@@ -2,6 +2,7 @@
 #include "tern/models/dense_decoder.h"
 
 #include "tern/base/log.h"
+#include "tern/ops/elementwise.h"
 #include "tern/ops/matmul.h"
 #include "tern/state/plain_kv_cache.h"
 
@@ -44,7 +45,7 @@ DenseDecoder::DenseDecoder(const std::string& dir, const io::ModelConfig& config
                dir);
     lm_head_ = embed_.table;
   } else {
-    lm_head_ = WeightLoader(store, "", options.device, options.dtype).get(head_name, {c.vocab_size, c.hidden_size});
+    lm_head_ = WeightLoader(store, "", options.device, options.dtype).get_matrix(head_name, {c.vocab_size, c.hidden_size});
   }
 
   n_params_ = 0;
@@ -53,7 +54,6 @@ DenseDecoder::DenseDecoder(const std::string& dir, const io::ModelConfig& config
     if (name.rfind(prefix, 0) != 0 && name != head_name) continue;
     n_params_ += numel(store.entry(name).shape);
   }
-  weight_bytes_ = n_params_ * static_cast<int64_t>(dtype_size(options.dtype));
   log_debug("loaded {} ({} layers, {} parameters) from {}", c.model_type, c.n_layer, n_params_, dir);
 }
 

@@ -31,15 +31,13 @@ class Model {
   const io::ModelConfig& config() const { return config_; }
   const LoadOptions& options() const { return options_; }
   int64_t vocab_size() const { return config_.vocab_size; }
-  // Parameters and bytes as loaded (tied embeddings counted once).
+  // Parameters as loaded (tied embeddings counted once).
   int64_t n_params() const { return n_params_; }
-  int64_t weight_bytes() const { return weight_bytes_; }
 
  protected:
   io::ModelConfig config_;
   LoadOptions options_;
   int64_t n_params_ = 0;
-  int64_t weight_bytes_ = 0;
 };
 
 }  // namespace tern

@@ -41,7 +41,9 @@ int run_info(int argc, char** argv) {
   const int64_t ctx = a.has("context") ? a.get_int("context") : std::max<int64_t>(c.max_position_embeddings, 1);
   const int64_t kv_elem = opt.device.is_cpu() ? 4 : 2;
   const int64_t kv_per_token = 2 * c.n_layer * c.n_head_kv * c.head_dim * kv_elem;
-  const int64_t weight_bytes = params * static_cast<int64_t>(dtype_size(opt.dtype));
+  // Matrices stay bf16 on the CPU (they widen exactly per block); norms and biases are widened to f32.
+  const int64_t weight_bytes = opt.device.is_cpu() ? static_cast<int64_t>(store.total_bytes())
+                                                   : params * static_cast<int64_t>(dtype_size(opt.dtype));
   nlohmann::json out = {{"architecture", c.architecture},
                         {"model_type", c.text_model_type.empty() ? c.model_type : c.text_model_type},
                         {"parameters", params},
