@@ -45,6 +45,7 @@ void Bpe::MergeMap::set(int32_t a, int32_t b, MergeValue v) {
 }
 
 const Bpe::MergeValue* Bpe::MergeMap::find(int32_t a, int32_t b) const {
+  if (count_ == 0) return nullptr;
   uint64_t k = key(a, b);
   size_t i = slot(k);
   while (true) {
@@ -159,8 +160,8 @@ std::unique_ptr<Bpe> Bpe::from_json(const Json& m, const JsonPath& p, std::strin
   if (!raw_merges.empty()) {
     bpe->merges_.reserve(raw_merges.size() / 16 + 1);  // a guess; the map grows as needed
     scan_merges(raw_merges, p / "merges", add_merge);
-  } else {
-    const Json& merges = require(m, "merges", p);
+  } else if (m.contains("merges") && !m["merges"].is_null()) {
+    const Json& merges = m["merges"];
     if (!merges.is_array()) (p / "merges").fail("an array", merges);
     bpe->merges_.reserve(merges.size());
     for (size_t i = 0; i < merges.size(); ++i) {

@@ -51,6 +51,7 @@ class Bpe {
     void set(int32_t a, int32_t b, MergeValue v);
     const MergeValue* find(int32_t a, int32_t b) const;
     void prefetch(int32_t a, int32_t b) const {
+      if (keys_.empty()) return;
       size_t i = slot(key(a, b));
       __builtin_prefetch(&keys_[i]);
       __builtin_prefetch(&values_[i]);

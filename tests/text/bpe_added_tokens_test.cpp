@@ -50,6 +50,12 @@ TEST(Bpe, UnknownFuseAndByteFallback) {
   EXPECT_EQ(make(tiny(vocab, json::array())).encode("ayb"), (Ids{1, 2}));
 }
 
+TEST(Bpe, MissingMergesMeansNone) {
+  json t = tiny({{"a", 0}, {"b", 1}, {"ab", 2}}, json::array());
+  t["model"].erase("merges");
+  EXPECT_EQ(make(t).encode("ab"), (Ids{0, 1}));
+}
+
 TEST(Bpe, ContinuingSubwordPrefix) {
   json vocab = {{"a", 0}, {"##b", 1}, {"ab", 2}, {"b", 3}};
   auto tok = make(tiny(vocab, {"a ##b"}, {{"continuing_subword_prefix", "##"}}));
