@@ -265,6 +265,16 @@ TEST_F(CudaOps, Linear) {
     EXPECT_CLOSE(ops::linear(x, w), ops::linear(x.to(kGpu), w.to(kGpu)), dt);
     EXPECT_CLOSE(ops::linear(x, w, bias), ops::linear(x.to(kGpu), w.to(kGpu), bias.to(kGpu)), dt);
   }
+  // Decode-sized products (M <= 4 rows) take the GEMV kernel: every M, a row count that is not a
+  // multiple of the block's rows, a bias, an f32 result.
+  for (int64_t m = 1; m <= 4; ++m) {
+    Tensor xs = randn({m, 4096}, Dtype::bf16, 50 + m), ws = randn({1000, 4096}, Dtype::bf16, 60);
+    Tensor bs = randn({1000}, Dtype::bf16, 61);
+    EXPECT_CLOSE(ops::linear(xs, ws), ops::linear(xs.to(kGpu), ws.to(kGpu)), Dtype::bf16) << "M " << m;
+    EXPECT_CLOSE(ops::linear(xs, ws, bs), ops::linear(xs.to(kGpu), ws.to(kGpu), bs.to(kGpu)), Dtype::bf16);
+    Tensor xf = randn({m, 4096}, Dtype::f32, 70 + m);
+    EXPECT_CLOSE(ops::linear(xf, ws), ops::linear(xf.to(kGpu), ws.to(kGpu)), Dtype::bf16) << "f32 x, M " << m;
+  }
   // f32 activations with bf16 weights (resident weights): computed in bf16 on the GPU.
   Tensor x = randn({5, 128}, Dtype::f32, 43), w = randn({256, 128}, Dtype::bf16, 44);
   EXPECT_CLOSE(ops::linear(x, w), ops::linear(x.to(kGpu), w.to(kGpu)), Dtype::bf16);

@@ -34,6 +34,12 @@ void launch_cast(Dtype src_dt, const void* x, const Layout& lx, Dtype dst_dt, vo
 void launch_add_bias(Dtype out_dt, void* out, Dtype bias_dt, const void* bias, int64_t rows, int64_t cols,
                      cudaStream_t s);
 
+// gemv.cu: out[m, n] = x[m, :] . w[n, :] for bf16 x [M, K] and w [N, K], both contiguous, out
+// contiguous [M, N] in bf16 or f32. Returns false (launching nothing) unless M <= 4, K % 8 == 0 and
+// the pointers are 16-byte aligned.
+bool launch_gemv(int64_t M, const void* x, const void* w, Dtype out_dt, void* out, int64_t N, int64_t K,
+                 cudaStream_t s);
+
 // norm.cu: x, out contiguous [rows, d]; w [d] (nullptr: no scale).
 void launch_rms_norm(Dtype xt, const void* x, Dtype wt, const void* w, void* out, int64_t rows, int64_t d, float eps,
                      cudaStream_t s);
