@@ -14,6 +14,8 @@ namespace tern::text {
 namespace {
 
 constexpr size_t kMaxCachedWordBytes = 256;  // longer words are merged every time
+// Code points below this resolve through a table: byte-level characters, most alphabets, '▁'.
+constexpr char32_t kSmallChars = 0x3000;
 
 }  // namespace
 
@@ -108,8 +110,9 @@ std::unique_ptr<Bpe> Bpe::from_json(const Json& m, const JsonPath& p, std::strin
   }
   for (int b = 0; b < 256; ++b) bpe->byte_ids_[b] = bpe->vocab_.find(fmt::format("<0x{:02X}>", b));
   if (bpe->prefix_.empty() && bpe->suffix_.empty()) {
-    bpe->small_char_id_.assign(0x800, -1);
-    for (char32_t c = 0; c < 0x800; ++c) {
+    bpe->small_char_id_.assign(kSmallChars, -1);
+    for (char32_t c = 0; c < kSmallChars; ++c) {
+      if (c >= 0xD800 && c < 0xE000) continue;
       std::string s;
       append_utf8(s, c);
       bpe->small_char_id_[c] = bpe->vocab_.find(s);
@@ -195,10 +198,10 @@ std::optional<std::string_view> Bpe::id_to_token(int32_t id) const {
 
 int32_t Bpe::char_id(std::string_view ch, bool first, bool last) const {
   if (!small_char_id_.empty()) {
-    if (ch.size() <= 2) {
+    if (ch.size() <= 3) {
       size_t i = 0;
       char32_t c = next_code_point(ch, i);
-      if (c < 0x800) return small_char_id_[c];
+      if (c < kSmallChars) return small_char_id_[c];
     }
     return vocab_.find(ch);
   }

@@ -74,7 +74,7 @@ class Bpe {
   std::string id_arena_;                      // the token strings, by id
   std::vector<std::pair<uint32_t, uint32_t>> id_span_;  // id -> (offset, length); length ~0u: no token
   MergeMap merges_;
-  std::vector<int32_t> small_char_id_;  // code point < 0x800 -> id, when no prefix/suffix is set
+  std::vector<int32_t> small_char_id_;  // small code point -> id, when no prefix/suffix is set
   int32_t byte_ids_[256];
   bool byte_fallback_ = false, fuse_unk_ = false, ignore_merges_ = false;
   std::optional<int32_t> unk_id_;
