@@ -10,7 +10,7 @@ namespace {
 // Jinja's "'dict object' has no attribute 'x'" spelling of a missing attribute.
 std::string object_name(const Value& v) {
   if (v.is_none()) return "None";
-  return "'" + type_name(v) + " object'";
+  return fmt::format("'{} object'", type_name(v));
 }
 
 // Bounds eval() recursion; the parser already bounds syntax depth, this covers everything else.

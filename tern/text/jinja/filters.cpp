@@ -28,6 +28,12 @@ namespace {
 
 using FilterFn = Value (*)(Interpreter&, const Value&, CallArgs&);
 
+// Marks a list Jinja would return as a generator (select, map, unique, ...): always truthy.
+Value lazy(Value v) {
+  v.list().generator = true;
+  return v;
+}
+
 std::string str_arg(const CallArgs& a, size_t pos, const char* name, const std::string& dflt) {
   const Value* v = arg(a, pos, name);
   return v ? to_str(*v) : dflt;
@@ -147,7 +153,7 @@ Value f_items(Interpreter&, const Value& v, CallArgs&) {
   if (!v.is_dict()) fail("Can only get item pairs from a mapping.");
   std::vector<Value> out;
   for (const auto& [k, x] : v.dict().entries()) out.push_back(Value::make_list({k, x}, true));
-  return Value::make_list(std::move(out));
+  return lazy(Value::make_list(std::move(out)));
 }
 
 Value f_dictsort(Interpreter& in, const Value& v, CallArgs& a) {
@@ -206,6 +212,7 @@ Value f_int(Interpreter&, const Value& v, CallArgs& a) {
     if (!std::isfinite(x) || std::fabs(x) >= 9.2e18) fail("cannot convert float to a 64-bit integer");
     return Value::integer(static_cast<int64_t>(x));
   };
+  if (v.is_undefined()) fail_undefined(v);
   if (v.is_int()) return v;
   if (v.is_bool()) return Value::integer(v.as_bool() ? 1 : 0);
   if (v.is_float()) return from_double(v.as_float());
@@ -218,6 +225,7 @@ Value f_int(Interpreter&, const Value& v, CallArgs& a) {
 
 Value f_float(Interpreter&, const Value& v, CallArgs& a) {
   const Value* d = arg(a, 0, "default");
+  if (v.is_undefined()) fail_undefined(v);
   if (v.is_number()) return Value::number(to_double(v));
   if (v.is_string())
     if (auto f = parse_float(v.str())) return Value::number(*f);
@@ -235,7 +243,7 @@ Value f_round(Interpreter&, const Value& v, CallArgs& a) {
   int64_t precision = arg(a, 0, "precision") ? to_int64(*arg(a, 0, "precision")) : 0;
   std::string method = str_arg(a, 1, "method", "common");
   if (method != "common" && method != "ceil" && method != "floor") fail("method must be 'common', 'ceil' or 'floor'");
-  if (v.is_int() && method == "common") return v;
+  if ((v.is_int() || v.is_bool()) && method == "common") return Value::integer(to_int64(v));
   double x = to_double(v), scale = std::pow(10.0, static_cast<double>(std::clamp<int64_t>(precision, -308, 308)));
   double r = method == "ceil" ? std::ceil(x * scale) : method == "floor" ? std::floor(x * scale) : std::nearbyint(x * scale);
   return Value::number(r / scale);
@@ -245,7 +253,9 @@ Value f_indent(Interpreter& in, const Value& v, CallArgs& a) {
   const Value* w = arg(a, 0, "width");
   std::string ind = w && w->is_string() ? w->str() : std::string(static_cast<size_t>(std::clamp<int64_t>(w ? to_int64(*w) : 4, 0, 4096)), ' ');
   bool first = bool_arg(a, 1, "first", false), blank = bool_arg(a, 2, "blank", false);
-  std::vector<std::string> lines = py_splitlines(to_str(v) + "\n");
+  if (v.is_undefined()) fail_undefined(v);
+  if (!v.is_string()) failf("unsupported operand type(s) for +=: '{}' and 'str'", type_name(v));
+  std::vector<std::string> lines = py_splitlines(v.str() + "\n");
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i > 0) out += "\n";
@@ -290,7 +300,7 @@ Value filter_items(Interpreter& in, const Value& v, CallArgs& a, bool keep, bool
     bool ok = test ? apply_test(in, to_str(*test), item, test_args) : truthy(item);
     if (ok == keep) out.push_back(x);
   }
-  return Value::make_list(std::move(out));
+  return lazy(Value::make_list(std::move(out)));
 }
 
 Value f_select(Interpreter& in, const Value& v, CallArgs& a) { return filter_items(in, v, a, true, false); }
@@ -319,7 +329,7 @@ Value f_map(Interpreter& in, const Value& v, CallArgs& a) {
       out.push_back(apply_filter(in, to_str(a.args[0]), x, rest));
     }
   }
-  return Value::make_list(std::move(out));
+  return lazy(Value::make_list(std::move(out)));
 }
 
 // Python getattr only: dict keys are not attributes, unlike `obj.name` in a template.
@@ -336,7 +346,7 @@ Value f_reverse(Interpreter& in, const Value& v, CallArgs&) {
   if (v.is_string()) return slice(in, v, Value::none(), Value::none(), Value::integer(-1));
   std::vector<Value> items = iterate(v);
   std::reverse(items.begin(), items.end());
-  return Value::make_list(std::move(items));
+  return lazy(Value::make_list(std::move(items)));
 }
 
 Value f_sort(Interpreter& in, const Value& v, CallArgs& a) {
@@ -361,7 +371,7 @@ Value f_unique(Interpreter& in, const Value& v, CallArgs& a) {
       out.push_back(x);
     }
   }
-  return Value::make_list(std::move(out));
+  return lazy(Value::make_list(std::move(out)));
 }
 
 Value min_max(Interpreter& in, const Value& v, CallArgs& a, bool want_max) {

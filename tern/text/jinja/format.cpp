@@ -38,14 +38,14 @@ std::string pad(std::string s, int width, char align, char fill) {
 // One number through C printf, for the conversions Python shares with it (d, f, e, g, x, o).
 std::string c_format(const std::string& flags, int width, int precision, char conv, const Value& v) {
   std::string spec = "%" + flags + (width > 0 ? std::to_string(width) : "");
-  if (precision >= 0) spec += "." + std::to_string(precision);
+  if (precision >= 0) spec += fmt::format(".{}", precision);
   char buf[512];
   if (conv == 'd' || conv == 'x' || conv == 'X' || conv == 'o') {
     int64_t i = v.is_float() ? static_cast<int64_t>(v.as_float()) : to_int64(v);
     bool neg = i < 0 && conv != 'd';
     spec += std::string("ll") + conv;
     std::snprintf(buf, sizeof(buf), spec.c_str(), neg ? -static_cast<long long>(i) : static_cast<long long>(i));
-    return neg ? "-" + std::string(buf) : std::string(buf);
+    return neg ? fmt::format("-{}", buf) : std::string(buf);
   }
   spec += conv;
   std::snprintf(buf, sizeof(buf), spec.c_str(), to_double(v));

@@ -333,7 +333,10 @@ ExprPtr Parser::parse_filter_expr(ExprPtr node) {
 ExprPtr Parser::parse_filter(ExprPtr node) {
   auto e = make(ExprKind::kFilter, cur().line);
   e->name = expect_name();
-  while (skip_op(".")) e->name += "." + expect_name();
+  while (skip_op(".")) {
+    e->name += '.';
+    e->name += expect_name();
+  }
   e->items.push_back(std::move(node));
   if (is_op("(")) parse_call_args(*e);
   return e;
@@ -343,7 +346,10 @@ ExprPtr Parser::parse_test(ExprPtr node) {
   auto e = make(ExprKind::kTest, cur().line);
   e->negated = skip_name("not");
   e->name = expect_name();
-  while (skip_op(".")) e->name += "." + expect_name();
+  while (skip_op(".")) {
+    e->name += '.';
+    e->name += expect_name();
+  }
   e->items.push_back(std::move(node));
   const Token& t = cur();
   if (is_op("(")) {

@@ -1,4 +1,5 @@
 // Jinja's built-in tests (`x is defined`, `x is string`, `x is divisibleby 3`, ...).
+#include <cmath>
 #include <unordered_map>
 
 #include "tern/text/jinja/builtins.h"
@@ -13,6 +14,12 @@ using TestFn = bool (*)(Interpreter&, const Value&, const CallArgs&);
 const Value& need(const CallArgs& a, const char* test) {
   if (a.args.empty() && a.kwargs.empty()) failf("test '{}' expects an argument", test);
   return a.args.empty() ? a.kwargs.front().second : a.args.front();
+}
+
+// Python's x % 2 for floats (the result takes the divisor's sign).
+double py_mod2(double x) {
+  double r = std::fmod(x, 2.0);
+  return r < 0 ? r + 2.0 : r;
 }
 
 int cmp(const Value& v, const CallArgs& a, const char* test) { return compare(v, need(a, test)); }
@@ -49,10 +56,15 @@ const std::unordered_map<std::string, TestFn>& test_table() {
          return v.is_undefined() || v.is_string() || v.is_list() || v.is_dict();
        }},
       {"callable", [](Interpreter&, const Value& v, const CallArgs&) { return v.is_callable(); }},
-      {"odd", [](Interpreter&, const Value& v, const CallArgs&) { return to_int64(v) % 2 != 0; }},
-      {"even", [](Interpreter&, const Value& v, const CallArgs&) { return to_int64(v) % 2 == 0; }},
+      {"odd", [](Interpreter&, const Value& v, const CallArgs&) { return v.is_float() ? py_mod2(v.as_float()) == 1 : to_int64(v) % 2 != 0; }},
+      {"even", [](Interpreter&, const Value& v, const CallArgs&) { return v.is_float() ? py_mod2(v.as_float()) == 0 : to_int64(v) % 2 == 0; }},
       {"divisibleby", [](Interpreter&, const Value& v, const CallArgs& a) {
-         int64_t d = to_int64(need(a, "divisibleby"));
+         const Value& dv = need(a, "divisibleby");
+         if (v.is_float() || dv.is_float()) {
+           if (to_double(dv) == 0) fail("float modulo");
+           return std::fmod(to_double(v), to_double(dv)) == 0;
+         }
+         int64_t d = to_int64(dv);
          if (d == 0) fail("integer division or modulo by zero");
          return d == -1 || to_int64(v) % d == 0;
        }},

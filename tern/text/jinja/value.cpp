@@ -22,12 +22,12 @@ std::string key_id(const Value& k) {
     case Kind::kBool:
       return k.as_bool() ? "i1" : "i0";
     case Kind::kInt:
-      return "i" + std::to_string(k.as_int());
+      return fmt::format("i{}", k.as_int());
     case Kind::kFloat: {
       double d = k.as_float();
       if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18)
-        return "i" + std::to_string(static_cast<int64_t>(d));
-      return "f" + float_repr(d);
+        return fmt::format("i{}", static_cast<int64_t>(d));
+      return fmt::format("f{}", float_repr(d));
     }
     case Kind::kNone:
       return "n";
@@ -127,7 +127,7 @@ bool truthy(const Value& v) {
     case Kind::kInt: return v.as_int() != 0;
     case Kind::kFloat: return v.as_float() != 0.0;
     case Kind::kString: return !v.str().empty();
-    case Kind::kList: return !v.list().items.empty();
+    case Kind::kList: return v.list().generator || !v.list().items.empty();
     case Kind::kDict: return v.dict().size() > 0;
     default: return true;
   }
@@ -159,12 +159,12 @@ std::string float_repr(double d) {
     }
     return out;
   }
-  out += digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
-  out += exp < 0 ? "e-" : "e+";
-  std::string es = std::to_string(std::abs(exp));
-  if (es.size() < 2) es = "0" + es;
-  return out + es;
+  out += digits[0];
+  if (digits.size() > 1) {
+    out += '.';
+    out.append(digits, 1, std::string::npos);
+  }
+  return out + fmt::format("e{}{:02d}", exp < 0 ? '-' : '+', std::abs(exp));
 }
 
 namespace {

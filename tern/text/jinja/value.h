@@ -34,7 +34,8 @@ constexpr int kMaxValueDepth = 256;
 
 struct ListData {
   std::vector<Value> items;
-  bool tuple = false;  // prints as (a, b) and never equals a list, as in Python
+  bool tuple = false;      // prints as (a, b) and never equals a list, as in Python
+  bool generator = false;  // stands for a Python generator (select, map, ...): truthy even when empty
   int depth = 1;       // 1 + the deepest container inside
 };
 
