@@ -30,7 +30,7 @@ std::string PlainKVCache::signature() const {
 }
 
 Tensor PlainKVCache::rope_positions(const Tensor& x, const ops::RopeTable& rope) const {
-  return ops::rope(x, uniform_positions(offset_, x.size(2)), rope);
+  return ops::rope(x, uniform_positions(offset_, x.size(2)).to(x.device()), rope);
 }
 
 int64_t PlainKVCache::trim(int64_t n) {

@@ -30,7 +30,12 @@ Tensor random(const Shape& shape, Dtype dt, uint32_t seed, float lo = -4.0f, flo
 // Row-major values of x with `dim` moved last: returns [rows][n] and the row count.
 std::vector<std::vector<float>> rows_along(const Tensor& x, int64_t dim) {
   int d = normalize_dim(dim, x.rank(), "test");
-  std::vector<float> v = x.transpose(d, -1).to_f32_vector();
+  // dim moved last with the other dims in order: rows enumerate the reduced output in its own order
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < static_cast<int64_t>(x.rank()); ++i)
+    if (i != d) order.push_back(i);
+  order.push_back(d);
+  std::vector<float> v = x.permute(order).to_f32_vector();
   const int64_t n = x.size(d);
   std::vector<std::vector<float>> rows(v.size() / std::max<int64_t>(n, 1));
   for (size_t r = 0; r < rows.size(); ++r) rows[r].assign(v.begin() + r * n, v.begin() + (r + 1) * n);
@@ -247,3 +252,33 @@ TEST(Reduce, BadInput) {
 
 }  // namespace
 }  // namespace tern
+
+// Reducing a leading dim of a rank-3 tensor keeps the remaining dims in order.
+TEST(ReduceLeadingDim, SumMaxArgmaxOverDimZeroOfRank3) {
+  const int64_t A = 4, B = 7, C = 33;
+  std::vector<float> v(A * B * C);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 37) % 101) - 50.0f;
+  tern::Tensor x = tern::Tensor::from_vector(v, {A, B, C});
+  for (int64_t dim : {0, 1}) {
+    tern::Tensor s = tern::ops::sum(x, dim), m = tern::ops::max(x, dim), am = tern::ops::argmax(x, dim);
+    std::vector<float> sv = s.to_f32_vector(), mv = m.to_f32_vector(), av = am.to_f32_vector();
+    const int64_t n = dim == 0 ? A : B, outer_b = dim == 0 ? B : A;
+    for (int64_t p = 0; p < outer_b; ++p) {
+      for (int64_t c = 0; c < C; ++c) {
+        double sum = 0;
+        float best = -1e30f;
+        int64_t best_i = 0;
+        for (int64_t r = 0; r < n; ++r) {
+          const int64_t a = dim == 0 ? r : p, b = dim == 0 ? p : r;
+          const float e = v[(a * B + b) * C + c];
+          sum += e;
+          if (e > best) { best = e; best_i = r; }
+        }
+        const int64_t o = p * C + c;
+        EXPECT_NEAR(sv[o], sum, 1e-3) << "dim " << dim << " at " << o;
+        EXPECT_EQ(mv[o], best) << "dim " << dim << " at " << o;
+        EXPECT_EQ(av[o], static_cast<float>(best_i)) << "dim " << dim << " at " << o;
+      }
+    }
+  }
+}

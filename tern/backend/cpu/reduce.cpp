@@ -17,10 +17,15 @@ using detail::RowLayout;
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// x with dim moved last: x itself when it already is (no copy), else a transposed view kept in tmp.
+// x with dim moved last and the other dims kept in order (so the outer rows enumerate the reduced
+// output in its own order): x itself when dim already is last (no copy), else a permuted view in tmp.
 const Tensor& dim_last(const Tensor& x, int dim, Tensor& tmp) {
   if (dim == static_cast<int>(x.rank()) - 1) return x;
-  tmp = x.transpose(dim, -1);
+  std::vector<int64_t> order;
+  for (int64_t d = 0; d < static_cast<int64_t>(x.rank()); ++d)
+    if (d != dim) order.push_back(d);
+  order.push_back(dim);
+  tmp = x.permute(order);
   return tmp;
 }
 
