@@ -28,14 +28,19 @@ Tensor random(const Shape& shape, Dtype dt, uint32_t seed, float lo = -4.0f, flo
 }
 
 // Row-major values of x with `dim` moved last: returns [rows][n] and the row count.
-std::vector<std::vector<float>> rows_along(const Tensor& x, int64_t dim) {
+// x with dim moved last and the other dims in order, so rows enumerate a reduced output in its own order.
+Tensor move_dim_last(const Tensor& x, int64_t dim) {
   int d = normalize_dim(dim, x.rank(), "test");
-  // dim moved last with the other dims in order: rows enumerate the reduced output in its own order
   std::vector<int64_t> order;
   for (int64_t i = 0; i < static_cast<int64_t>(x.rank()); ++i)
     if (i != d) order.push_back(i);
   order.push_back(d);
-  std::vector<float> v = x.permute(order).to_f32_vector();
+  return x.permute(order);
+}
+
+std::vector<std::vector<float>> rows_along(const Tensor& x, int64_t dim) {
+  int d = normalize_dim(dim, x.rank(), "test");
+  std::vector<float> v = move_dim_last(x, dim).to_f32_vector();
   const int64_t n = x.size(d);
   std::vector<std::vector<float>> rows(v.size() / std::max<int64_t>(n, 1));
   for (size_t r = 0; r < rows.size(); ++r) rows[r].assign(v.begin() + r * n, v.begin() + (r + 1) * n);
@@ -66,7 +71,7 @@ std::vector<float> ref_softmax(const Tensor& x, int64_t dim, bool log) {
 }
 
 std::vector<float> dim_last_values(const Tensor& y, int64_t dim) {
-  return y.transpose(normalize_dim(dim, y.rank(), "test"), -1).to_f32_vector();
+  return move_dim_last(y, dim).to_f32_vector();
 }
 
 TEST(Softmax, EveryDimOddSizes) {
