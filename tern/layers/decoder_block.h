@@ -1,23 +1,32 @@
-// The pre-norm decoder block of Llama-family models: x + attn(norm(x)), then h + mlp(norm(h)).
+// The pre-norm decoder block of Llama-family models: x + attn(norm(x)), then h + ffn(norm(h)), where the
+// feed-forward is a dense gated MLP or a sparse mixture of experts.
 #pragma once
+#include <variant>
+
 #include "tern/layers/attention.h"
 #include "tern/layers/mlp.h"
+#include "tern/layers/moe.h"
 #include "tern/layers/rms_norm.h"
 
 namespace tern {
+
+// The feed-forward half of a block.
+using FeedForward = std::variant<GatedMlp, SparseMoe>;
 
 class DecoderBlock {
  public:
   // Loads prefix.{input_layernorm, self_attn.*, post_attention_layernorm, mlp.*}.
   static DecoderBlock load(const WeightLoader& w, const AttentionShape& attn, ops::RopeTable rope, int64_t inter,
                            GatedMlp::Act act, bool mlp_bias);
+  // Loads the norms and attention from prefix and takes the feed-forward already loaded (from prefix.mlp.*).
+  static DecoderBlock load(const WeightLoader& w, const AttentionShape& attn, ops::RopeTable rope, FeedForward ffn);
   // x [B, L, hidden] -> [B, L, hidden]
   Tensor forward(const Tensor& x, KVCache& cache) const;
 
  private:
   RMSNorm input_norm_, post_attn_norm_;
   Attention attn_;
-  GatedMlp mlp_;
+  FeedForward ffn_;
 };
 
 }  // namespace tern

@@ -31,8 +31,9 @@ DenseDecoder::DenseDecoder(const std::string& dir, const io::ModelConfig& config
   GatedMlp::Act act = mlp_act_from_name(c.hidden_act);
   blocks_.reserve(c.n_layer);
   for (int64_t i = 0; i < c.n_layer; ++i) {
-    blocks_.push_back(DecoderBlock::load(w.sub("layers." + std::to_string(i) + "."), attn, rope, c.intermediate_size,
-                                         act, c.mlp_bias));
+    WeightLoader lw = w.sub("layers." + std::to_string(i) + ".");
+    if (spec.make_ffn) blocks_.push_back(DecoderBlock::load(lw, attn, rope, spec.make_ffn(lw.sub("mlp."), i)));
+    else blocks_.push_back(DecoderBlock::load(lw, attn, rope, c.intermediate_size, act, c.mlp_bias));
   }
   final_norm_ = RMSNorm::load(w, "norm", c.hidden_size, static_cast<float>(c.rms_norm_eps));
 

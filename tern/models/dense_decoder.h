@@ -2,6 +2,8 @@
 // with GQA attention and a gated MLP, final norm, tied or untied head). qwen3.cpp and llama.cpp
 // configure it; architecture files differ only in what they switch on.
 #pragma once
+#include <functional>
+
 #include "tern/io/weights.h"
 #include "tern/layers/decoder_block.h"
 #include "tern/models/model.h"
@@ -10,6 +12,9 @@ namespace tern {
 
 struct DenseDecoderSpec {
   bool qk_norm = false;
+  // When set, builds layer i's feed-forward from its "mlp." loader (e.g. a mixture of experts on some
+  // layers); otherwise every layer takes the dense gated MLP of intermediate_size.
+  std::function<FeedForward(const WeightLoader& mlp, int64_t layer)> make_ffn;
 };
 
 class DenseDecoder : public Model {

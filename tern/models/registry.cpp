@@ -14,6 +14,7 @@ using Loader = std::unique_ptr<Model> (*)(const std::string&, const io::ModelCon
 const std::map<std::string, Loader>& loaders() {
   static const std::map<std::string, Loader> m = {
       {"qwen3", load_qwen3},
+      {"qwen3_moe", load_qwen3_moe},
       {"llama", load_llama},
       {"mistral", load_llama},
   };

@@ -88,7 +88,7 @@ TEST_P(FixtureParity, GreedyDecodeThroughCache) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, FixtureParity, ::testing::Values("qwen3", "qwen3_tied", "llama"));
+INSTANTIATE_TEST_SUITE_P(Models, FixtureParity, ::testing::Values("qwen3", "qwen3_tied", "llama", "qwen3_moe"));
 
 TEST(ModelLoad, UnknownArchitectureIsAClearError) {
   std::string dir = ::testing::TempDir() + "/tern_unknown_arch";
