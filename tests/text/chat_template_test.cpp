@@ -214,6 +214,10 @@ TEST(ChatTemplateApi, LimitsStopRunawayTemplates) {
   };
   expect_limit("{% for i in range(100000) %}{% for j in range(100000) %}x{% endfor %}{% endfor %}");
   expect_limit("{{ 'x' * 100000000 }}");
+  expect_limit("{{ ['x' * 60000] * 20 }}");
+  expect_limit("{{ (['x' * 60000] * 20) | tojson }}");
+  expect_limit("{{ ('x' * 60000) | list }}");
+  expect_limit("{{ ('x' * 60000).split('x') }}");
   expect_limit("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
   expect_limit("{% set ns = namespace(s='ab') %}{% for i in range(64) %}{% set ns.s = ns.s ~ ns.s %}{% endfor %}");
   expect_limit("{% set ns = namespace(l=[]) %}{% for i in range(1000) %}{% set ns.l = [ns.l] %}{% endfor %}");

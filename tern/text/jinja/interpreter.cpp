@@ -30,7 +30,10 @@ void Interpreter::append(std::string& out, const std::string& s) {
   out += s;
 }
 
-void Interpreter::render(const Body& body, std::string& out) { exec(body, out); }
+void Interpreter::render(const Body& body, std::string& out) {
+  SizeCap cap(limits_.max_output_bytes);
+  exec(body, out);
+}
 
 Interpreter::Flow Interpreter::exec(const Body& body, std::string& out) {
   for (const auto& s : body) {

@@ -114,6 +114,7 @@ struct Dumper {
 
   void dump(const Value& v) {
     if (depth > 512) fail("tojson: nesting too deep");
+    SizeCap::check(out.size());
     switch (v.kind()) {
       case Kind::kNone: out += "null"; return;
       case Kind::kBool: out += v.as_bool() ? "true" : "false"; return;

@@ -56,6 +56,7 @@ Value split(const std::string& s, const CallArgs& a, bool from_right) {
         size_t at = s.find(*sep, start);
         if (at == std::string::npos) break;
         parts.push_back(Value::string(s.substr(start, at - start)));
+        SizeCap::check(parts.size() * sizeof(Value));
         start = at + sep->size();
       }
       parts.push_back(Value::string(s.substr(start)));
@@ -66,6 +67,7 @@ Value split(const std::string& s, const CallArgs& a, bool from_right) {
         size_t at = s.rfind(*sep, end - sep->size());
         if (at == std::string::npos) break;
         parts.push_back(Value::string(s.substr(at + sep->size(), end - at - sep->size())));
+        SizeCap::check(parts.size() * sizeof(Value));
         end = at;
       }
       parts.push_back(Value::string(s.substr(0, end)));
@@ -88,6 +90,7 @@ Value split(const std::string& s, const CallArgs& a, bool from_right) {
     size_t j = i;
     while (j < n && !space(j)) ++j;
     words.emplace_back(i, j);
+    SizeCap::check(words.size() * sizeof(Value));
     i = j;
   }
   if (maxsplit >= 0 && static_cast<size_t>(maxsplit) < words.size()) {
@@ -164,6 +167,8 @@ Value string_method(Interpreter& in, const std::string& s, const std::string& na
   if (name == "rsplit") return split(s, a, true);
   if (name == "splitlines") {
     std::vector<Value> out;
+    SizeCap::check(static_cast<size_t>(std::count_if(s.begin(), s.end(), [](char c) { return c == '\n' || c == '\r'; })) *
+                   sizeof(Value));
     for (auto& l : py_splitlines(s)) out.push_back(Value::string(std::move(l)));
     return Value::make_list(std::move(out));
   }

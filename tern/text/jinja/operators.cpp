@@ -52,7 +52,7 @@ Value repeat(Interpreter& in, const Value& seq, int64_t n) {
   const auto& items = seq.list().items;
   if (!items.empty() && static_cast<uint64_t>(n) > in.limits().max_output_bytes / items.size() + 1)
     in.check_size(in.limits().max_output_bytes + 1);
-  in.check_size(items.size() * static_cast<size_t>(n) * sizeof(Value) / 4);
+  in.check_size(items.size() * static_cast<size_t>(n) * sizeof(Value));
   std::vector<Value> out;
   out.reserve(items.size() * static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) out.insert(out.end(), items.begin(), items.end());
@@ -93,7 +93,7 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
       return Value::string(a.str() + b.str());
     }
     if (a.is_list() && b.is_list() && a.list().tuple == b.list().tuple) {
-      in.check_size((a.list().items.size() + b.list().items.size()) * sizeof(Value) / 4);
+      in.check_size((a.list().items.size() + b.list().items.size()) * sizeof(Value));
       std::vector<Value> items = a.list().items;
       items.insert(items.end(), b.list().items.begin(), b.list().items.end());
       return Value::make_list(std::move(items), a.list().tuple);

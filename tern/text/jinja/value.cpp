@@ -13,6 +13,17 @@ namespace tern::text::jinja {
 void fail(std::string message) { throw RenderError{std::move(message)}; }
 
 namespace {
+thread_local size_t size_cap = SIZE_MAX;
+}  // namespace
+
+SizeCap::SizeCap(size_t max_bytes) : saved_(size_cap) { size_cap = max_bytes; }
+SizeCap::~SizeCap() { size_cap = saved_; }
+size_t SizeCap::current() { return size_cap; }
+void SizeCap::check(size_t n) {
+  if (n > size_cap) failf("expected output and values of at most {} bytes, got more", size_cap);
+}
+
+namespace {
 
 // A canonical hash key; equal Python keys (1, 1.0, True) map to the same string.
 std::string key_id(const Value& k) {
@@ -86,6 +97,7 @@ void DictData::set(const Value& key, Value value) {
 size_t DictData::size() const { return entries_.size(); }
 
 Value Value::make_list(std::vector<Value> items, bool tuple) {
+  SizeCap::check(items.size() * sizeof(Value));
   auto l = std::make_shared<ListData>();
   for (const auto& x : items) l->depth = std::max(l->depth, checked_child_depth(x) + 1);
   l->items = std::move(items);
@@ -202,7 +214,10 @@ std::string repr(const Value& v) {
     case Kind::kList: {
       const auto& l = v.list();
       std::string out = l.tuple ? "(" : "[";
-      for (size_t i = 0; i < l.items.size(); ++i) out += (i ? ", " : "") + repr(l.items[i]);
+      for (size_t i = 0; i < l.items.size(); ++i) {
+        out += (i ? ", " : "") + repr(l.items[i]);
+        SizeCap::check(out.size());
+      }
       if (l.tuple && l.items.size() == 1) out += ",";
       return out + (l.tuple ? ")" : "]");
     }
@@ -211,6 +226,7 @@ std::string repr(const Value& v) {
       bool first = true;
       for (const auto& [k, x] : v.dict().entries()) {
         out += (first ? "" : ", ") + repr(k) + ": " + repr(x);
+        SizeCap::check(out.size());
         first = false;
       }
       return out + "}";
@@ -220,6 +236,7 @@ std::string repr(const Value& v) {
       bool first = true;
       for (const auto& [k, x] : v.ns().attrs.entries()) {
         out += (first ? "" : ", ") + repr(k) + ": " + repr(x);
+        SizeCap::check(out.size());
         first = false;
       }
       return out + "}>";
@@ -325,6 +342,7 @@ std::vector<Value> iterate(const Value& v) {
       return keys;
     }
     case Kind::kString: {
+      SizeCap::check(char_count(v.str()) * sizeof(Value));
       std::vector<size_t> off = char_offsets(v.str());
       std::vector<Value> chars;
       chars.reserve(off.size() - 1);

@@ -121,6 +121,23 @@ struct Value {
   const std::string& undefined_hint() const { return std::get<Undefined>(v).hint; }
 };
 
+// Caps the text repr()/to_str() and dumps() may build, and the items of one list, on this thread
+// while alive (the interpreter holds one per render); beyond it they fail with a RenderError. Without
+// one the cap is unlimited.
+class SizeCap {
+ public:
+  explicit SizeCap(size_t max_bytes);
+  ~SizeCap();
+  SizeCap(const SizeCap&) = delete;
+  SizeCap& operator=(const SizeCap&) = delete;
+  static size_t current();
+  // Fails when n bytes would exceed the current cap.
+  static void check(size_t n);
+
+ private:
+  size_t saved_;
+};
+
 // Container depth of a value: 0 for scalars, ListData/DictData depth otherwise.
 int value_depth(const Value& v);
 
