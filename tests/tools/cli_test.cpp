@@ -86,6 +86,24 @@ TEST(CliDemo, TextPromptStreamsTheSameTextAsJson) {
   EXPECT_EQ(streamed.out, c["greedy_text"].get<std::string>() + "\n");
 }
 
+TEST(CliDemo, ChatWrapsThePromptInTheTemplate) {
+  CliRun r = tern("generate " + kDemo + " \"Hello\" --chat --temperature 0 --json --max-tokens 4");
+  ASSERT_EQ(r.code, 0) << r.err;
+  // The same prompt through `tern template` and `tern tokenize` gives the same token count.
+  const std::string req = ::testing::TempDir() + "/tern_chat_request.json";
+  std::ofstream(req) << R"({"messages": [{"role": "user", "content": "Hello"}], "add_generation_prompt": true})";
+  CliRun t = tern("template " + kDemo + " --request " + req);
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_EQ(t.out, "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
+  const std::string lines = ::testing::TempDir() + "/tern_chat_prompt.jsonl";
+  std::ofstream(lines) << nlohmann::json({{"text", t.out}}).dump() << "\n";
+  CliRun k = tern("tokenize " + kDemo + " --jsonl " + lines);
+  ASSERT_EQ(k.code, 0) << k.err;
+  auto ids = nlohmann::json::parse(k.out)["ids"].get<std::vector<int>>();
+  EXPECT_EQ(nlohmann::json::parse(r.out)["prompt_tokens"].get<size_t>(), ids.size());
+  EXPECT_EQ(ids.front(), 1);  // <|im_start|> is one special token
+}
+
 TEST(CliDemo, SeededSamplingIsDeterministic) {
   const std::string args = "generate " + kDemo + " \"The jury said\" --temperature 0.9 --top-p 0.95 --json --max-tokens 24";
   CliRun a = tern(args + " --seed 7"), b = tern(args + " --seed 7"), c = tern(args + " --seed 8");

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tern/engine/generator.h"
+#include "tern/text/chat_template.h"
 #include "tools/cli/model_args.h"
 
 namespace tern::cli {
@@ -47,6 +48,7 @@ int run_generate(int argc, char** argv) {
       .flag("frequency-penalty", "X", "subtract X times the count of each seen token")
       .flag("seed", "S", "random seed: same seed and inputs give the same tokens", "0")
       .flag("prefill-chunk", "N", "feed the prompt N tokens at a time (0 = all at once)", "0")
+      .flag("chat", "", "wrap PROMPT as a user message in the model's chat template (with the generation prompt)")
       .flag("json", "", "print one JSON object at the end (ids, text, timings) instead of streaming");
   add_runtime_flags(a);
   if (!a.parse(argc, argv)) return 0;
@@ -56,6 +58,11 @@ int run_generate(int argc, char** argv) {
   std::vector<int32_t> prompt;
   if (a.has("ids")) {
     prompt = parse_ids(a.get("ids"));
+  } else if (a.has("chat")) {
+    // As transformers' apply_chat_template(tokenize=True): the template places the special tokens.
+    nlohmann::ordered_json request = {{"messages", {{{"role", "user"}, {"content", a.get("PROMPT")}}}},
+                                      {"add_generation_prompt", true}};
+    prompt = require_tokenizer(m, "generate").encode(text::apply_chat_template(m.dir, request), false);
   } else {
     prompt = require_tokenizer(m, "generate").encode(a.get("PROMPT"), true);
   }
