@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -21,7 +22,10 @@ struct CliRun {
 };
 
 CliRun tern(const std::string& args) {
-  const std::string err_path = ::testing::TempDir() + "/tern_cli_stderr.txt";
+  // ctest runs several of these tests at once: each call gets its own stderr file.
+  static int calls = 0;
+  const std::string err_path =
+      ::testing::TempDir() + "/tern_cli_stderr_" + std::to_string(getpid()) + "_" + std::to_string(++calls) + ".txt";
   std::string cmd = std::string(TERN_BIN) + " " + args + " 2>" + err_path;
   FILE* p = popen(cmd.c_str(), "r");
   CliRun r{-1, "", ""};
@@ -33,6 +37,7 @@ CliRun tern(const std::string& args) {
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   std::ifstream e(err_path);
   r.err.assign(std::istreambuf_iterator<char>(e), {});
+  std::remove(err_path.c_str());
   return r;
 }
 
@@ -90,12 +95,12 @@ TEST(CliDemo, ChatWrapsThePromptInTheTemplate) {
   CliRun r = tern("generate " + kDemo + " \"Hello\" --chat --temperature 0 --json --max-tokens 4");
   ASSERT_EQ(r.code, 0) << r.err;
   // The same prompt through `tern template` and `tern tokenize` gives the same token count.
-  const std::string req = ::testing::TempDir() + "/tern_chat_request.json";
+  const std::string req = ::testing::TempDir() + "/tern_chat_request_" + std::to_string(getpid()) + ".json";
   std::ofstream(req) << R"({"messages": [{"role": "user", "content": "Hello"}], "add_generation_prompt": true})";
   CliRun t = tern("template " + kDemo + " --request " + req);
   ASSERT_EQ(t.code, 0) << t.err;
   EXPECT_EQ(t.out, "<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n");
-  const std::string lines = ::testing::TempDir() + "/tern_chat_prompt.jsonl";
+  const std::string lines = ::testing::TempDir() + "/tern_chat_prompt_" + std::to_string(getpid()) + ".jsonl";
   std::ofstream(lines) << nlohmann::json({{"text", t.out}}).dump() << "\n";
   CliRun k = tern("tokenize " + kDemo + " --jsonl " + lines);
   ASSERT_EQ(k.code, 0) << k.err;
@@ -114,7 +119,7 @@ TEST(CliDemo, SeededSamplingIsDeterministic) {
 }
 
 TEST(CliScore, LogitsOutWritesAllLogits) {
-  const std::string path = ::testing::TempDir() + "/tern_logits.safetensors";
+  const std::string path = ::testing::TempDir() + "/tern_logits_" + std::to_string(getpid()) + ".safetensors";
   CliRun r = tern("score " + kQwen3 + " --ids 1,2,3,4,5 --logits-out " + path);
   ASSERT_EQ(r.code, 0) << r.err;
   auto f = tern::io::SafetensorsFile::open(path);
