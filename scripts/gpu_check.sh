@@ -5,7 +5,7 @@
 #                                       gathers them with the shared libraries they need in BUILD/gpu-dist
 #   scripts/gpu_check.sh run [BUILD]    on the GPU machine: runs the cuda-labelled tests and the op
 #                                       benchmark from BUILD/gpu-dist (building it first when missing and
-#                                       the toolchain is there), logs to $OUT (or /tmp), prints a table
+#                                       the toolchain is there), logs to $TERN_GPU_LOGS (or /tmp/tern-gpu-out), prints a table
 # With TERN_GPU_CLI=1 (both steps) the CLI travels too and `run` adds: the demo model's perplexity on
 # cpu and cuda, and `tern bench` beside Hugging Face (bench/hf_baseline.py, HF_QUICK=1) on a random
 # Qwen3 checkpoint of TERN_GPU_SIZE dimensions (default 0.6b) written in the same run.
@@ -63,7 +63,7 @@ cli_stage() {
 }
 
 run() {
-  local out=${OUT:-/tmp/tern-gpu-out}
+  local out=${TERN_GPU_LOGS:-/tmp/tern-gpu-out}
   mkdir -p "$out"
   if [[ ! -f $dist/tern_backend_tests.xz ]]; then
     echo "no $dist: building here"
