@@ -12,6 +12,7 @@
 #endif
 
 #include "tern/base/parallel.h"
+#include "tern/backend/cpu/widen.h"
 #include "tern/ops/attention.h"
 
 namespace tern::cpu {
@@ -19,13 +20,14 @@ namespace {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-inline float to_f32(float v) { return v; }
-inline float to_f32(bf16 v) { return bf16_to_f32(v.bits); }
-inline float to_f32(f16 v) { return f16::to_f32(v.bits); }
+using detail::to_f32;
+using detail::widen_row;
 
+// dst[i] = float(src[i]) * mul (the query row, pre-scaled).
 template <typename T>
-void widen_row(const T* src, int64_t n, float* dst, float mul = 1.0f) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = to_f32(src[i]) * mul;
+void widen_row_scaled(const T* src, int64_t n, float* dst, float mul) {
+  widen_row(src, n, dst);
+  for (int64_t i = 0; i < n; ++i) dst[i] *= mul;
 }
 
 #if defined(__AVX2__) && defined(__FMA__)
@@ -213,7 +215,7 @@ void run_item(const Problem& p, int64_t item, Workspace& ws, T* out, float* part
     ulo = std::min(ulo, lo);
     uhi = std::max(uhi, hi);
     const T* qrow = p.q.data<T>() + b * p.q.stride(0) + h * p.q.stride(1) + i * p.q.stride(2);
-    widen_row(qrow, p.d, ws.q.data() + r * p.d, p.scale);
+    widen_row_scaled(qrow, p.d, ws.q.data() + r * p.d, p.scale);
   }
 
   constexpr bool kDirect = std::is_same_v<T, float>;

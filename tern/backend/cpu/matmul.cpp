@@ -11,6 +11,7 @@
 #endif
 
 #include "tern/base/parallel.h"
+#include "tern/backend/cpu/widen.h"
 #include "tern/ops/matmul.h"
 
 namespace tern::cpu {
@@ -25,27 +26,8 @@ float* scratch(ScratchSlot slot, size_t n) {
   return b.data();
 }
 
-inline float to_f32(float v) { return v; }
-inline float to_f32(bf16 v) { return bf16_to_f32(v.bits); }
-inline float to_f32(f16 v) { return f16::to_f32(v.bits); }
-
-template <typename T>
-void widen_row(const T* src, int64_t n, float* dst) {
-  int64_t i = 0;
-#if defined(__AVX2__) && defined(__F16C__)
-  if constexpr (std::is_same_v<T, bf16>) {
-    for (; i + 8 <= n; i += 8) {
-      __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
-      _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
-    }
-  } else if constexpr (std::is_same_v<T, f16>) {
-    for (; i + 8 <= n; i += 8) {
-      _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
-    }
-  }
-#endif
-  for (; i < n; ++i) dst[i] = to_f32(src[i]);
-}
+using detail::to_f32;
+using detail::widen_row;
 
 template <typename T>
 void narrow_row(const float* src, int64_t n, T* dst) {
