@@ -4,7 +4,7 @@
 #include "tern/base/log.h"
 #include "tern/ops/elementwise.h"
 #include "tern/ops/matmul.h"
-#include "tern/state/plain_kv_cache.h"
+#include "tern/state/kv_cache_options.h"
 
 namespace tern {
 
@@ -58,9 +58,9 @@ DenseDecoder::DenseDecoder(const std::string& dir, const io::ModelConfig& config
   log_debug("loaded {} ({} layers, {} parameters) from {}", c.model_type, c.n_layer, n_params_, dir);
 }
 
-CacheList DenseDecoder::make_caches() const {
+CacheList DenseDecoder::make_caches(const KVCacheOptions& kv) const {
   CacheList caches;
-  for (int64_t i = 0; i < config_.n_layer; ++i) caches.push_back(std::make_unique<PlainKVCache>());
+  for (int64_t i = 0; i < config_.n_layer; ++i) caches.push_back(make_kv_cache(kv, {.attention_index = i, .attention_layers = config_.n_layer}));
   return caches;
 }
 

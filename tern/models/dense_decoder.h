@@ -22,7 +22,7 @@ class DenseDecoder : public Model {
   DenseDecoder(const std::string& dir, const io::ModelConfig& config, const LoadOptions& options,
                const DenseDecoderSpec& spec);
 
-  CacheList make_caches() const override;
+  CacheList make_caches(const KVCacheOptions& kv = {}) const override;
   Tensor forward(const Tensor& ids, CacheList& caches, bool all_logits) const override;
 
  private:

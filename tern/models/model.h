@@ -7,6 +7,7 @@
 #include "tern/core/tensor.h"
 #include "tern/io/model_config.h"
 #include "tern/state/cache.h"
+#include "tern/state/kv_cache_options.h"
 
 namespace tern {
 
@@ -22,8 +23,9 @@ class Model {
  public:
   virtual ~Model() = default;
 
-  // Fresh caches for one generation (one per layer, in layer order).
-  virtual CacheList make_caches() const = 0;
+  // Fresh caches for one generation (one per layer, in layer order), attention layers stored as
+  // `kv` says (make_kv_cache); layers that share another layer's K/V may hold no cache (nullptr).
+  virtual CacheList make_caches(const KVCacheOptions& kv = {}) const = 0;
   // ids [B, L] i32 on the CPU, appended to caches -> logits [B, L, vocab] (all_logits) or
   // [B, 1, vocab] for the last position only, f32 on the CPU.
   virtual Tensor forward(const Tensor& ids, CacheList& caches, bool all_logits) const = 0;

@@ -253,6 +253,13 @@ TEST(JinjaSemantics, IntegerOverflowIsAnError) {
   EXPECT_THROW(ChatTemplate::parse("{{ 2 ** 64 }}").render(nlohmann::ordered_json::object()), Error);
 }
 
+// Python's '%d' % 1e41 prints a 42-digit integer; tern refuses floats outside int64 (found by the fuzzer).
+TEST(JinjaSemantics, IntegerFormatOfHugeFloatIsAnError) {
+  EXPECT_EQ(ChatTemplate::parse("{{ '%d'|format(-3.9) }}").render(nlohmann::ordered_json::object()), "-3");
+  EXPECT_THROW(ChatTemplate::parse("{{ '%d'|format(1e41) }}").render(nlohmann::ordered_json::object()), Error);
+  EXPECT_THROW(ChatTemplate::parse("{{ '%x' % (0.0 - 1e300) }}").render(nlohmann::ordered_json::object()), Error);
+}
+
 TEST(JinjaSemantics, RaiseExceptionInsideMacroAndLoop) {
   ChatTemplate t = ChatTemplate::parse(
       "{% macro check(m) %}{% if m.role not in ['user', 'assistant'] %}"

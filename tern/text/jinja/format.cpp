@@ -1,5 +1,6 @@
 // Python string formatting for templates: printf-style `"%s" % x` / |format, and str.format().
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <string_view>
 
@@ -41,7 +42,14 @@ std::string c_format(const std::string& flags, int width, int precision, char co
   if (precision >= 0) spec += fmt::format(".{}", precision);
   char buf[512];
   if (conv == 'd' || conv == 'x' || conv == 'X' || conv == 'o') {
-    int64_t i = v.is_float() ? static_cast<int64_t>(v.as_float()) : to_int64(v);
+    int64_t i = 0;
+    if (v.is_float()) {
+      double d = v.as_float();
+      if (!std::isfinite(d) || std::fabs(d) >= 9.2e18) fail("cannot format a float out of 64-bit integer range as an integer");
+      i = static_cast<int64_t>(d);
+    } else {
+      i = to_int64(v);
+    }
     bool neg = i < 0 && conv != 'd';
     spec += std::string("ll") + conv;
     std::snprintf(buf, sizeof(buf), spec.c_str(), neg ? -static_cast<long long>(i) : static_cast<long long>(i));

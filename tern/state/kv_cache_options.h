@@ -1,0 +1,37 @@
+// How a model's attention layers store their context (`--kv-cache`, `--kv-group`, `--kv-start`,
+// `--kv-boundary`), and the one factory every architecture builds its KV caches through.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tern/state/cache.h"
+
+namespace tern {
+
+struct KVCacheOptions {
+  // Storage kind as the user spells it: "bf16" (plain, activation dtype), "affine8", "affine4",
+  // "turbo", "turbo:k<K>v<V>".
+  std::string kind = "bf16";
+  int64_t group = 64;     // affine group size along head_dim: 32, 64 or 128
+  int64_t start = 0;      // bf16-first: stay unquantized until an append leaves >= start positions
+  int64_t boundary = 0;   // keep the first and last `boundary` attention layers unquantized
+
+  // Throws `[kv-cache] ...` naming the field when a value is out of range or a kind is unknown.
+  void validate() const;
+};
+
+// What a model says about one attention layer when it asks for its cache.
+struct KVLayerInfo {
+  int64_t attention_index = 0;   // index among the layers that own a KV cache
+  int64_t attention_layers = 1;  // how many layers own a KV cache
+  int64_t window = 0;            // sliding-window size; 0 for full attention
+  // TurboQuant read for this graph: values left rotated, one inverse rotation of the output per row.
+  bool deferred_values = false;
+};
+
+// The cache for one attention layer: sliding layers (window > 0) get a ring of `window` positions,
+// full layers the storage `options` names (with the boundary layers kept unquantized).
+std::unique_ptr<KVCache> make_kv_cache(const KVCacheOptions& options, const KVLayerInfo& layer);
+
+}  // namespace tern
