@@ -9,7 +9,8 @@
 # With TERN_GPU_CLI=1 (both steps) the CLI travels too and `run` adds: the demo model's perplexity on
 # cpu and cuda, and `tern bench` beside Hugging Face (bench/hf_baseline.py, HF_QUICK=1) on a random
 # Qwen3 checkpoint of TERN_GPU_SIZE dimensions (default 0.6b) written in the same run.
-# TERN_GPU_SKIP_OPS=1 skips the op tests and benchmark.
+# TERN_GPU_SKIP_OPS=1 skips the op tests and benchmark. With TERN_GPU_TOKENIZER=1 (and the CLI) `run`
+# also runs bench/tokenizer.sh beside HF tokenizers (carry bench/data and tests/data/tokenizers/npm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-run}
@@ -101,6 +102,11 @@ run() {
     cli_stage "$out" 2>&1 | tee "$out/cli.log"
     cli_rc=${PIPESTATUS[0]}
   fi
+  local tok_rc=0
+  if [[ ${TERN_GPU_TOKENIZER:-0} == 1 && -x $dist/tern ]]; then
+    bench/tokenizer.sh run "$dist/tern" "$out" 2>&1 | tee "$out/tokenizer.log"
+    tok_rc=${PIPESTATUS[0]}
+  fi
   set -e
 
   echo
@@ -113,7 +119,7 @@ run() {
   if [[ -f $out/cli.log ]]; then
     grep -E "perplexity|prefill|decode|copy_GBps|tok_s" "$out/cli.log" | head -40 || true
   fi
-  return $((test_rc || bench_rc || cli_rc))
+  return $((test_rc || bench_rc || cli_rc || tok_rc))
 }
 
 case $mode in
