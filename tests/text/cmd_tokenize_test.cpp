@@ -65,4 +65,27 @@ TEST(CmdTokenize, Errors) {
   EXPECT_NE(run("tokenize /nonexistent --text x").status, 0);
 }
 
+
+// --bench counts the same tokens as a plain encode and hashes them (FNV-1a over little-endian ids).
+TEST(CmdTokenize, Bench) {
+  REQUIRE_CLI();
+  std::string path = (std::filesystem::temp_directory_path() / "tern_cmd_tokenize_bench.txt").string();
+  {
+    std::ofstream f(path);
+    f << "The jury said";
+  }
+  auto r = run("tokenize " + kDemo + " --bench " + path + " --repeats 2");
+  EXPECT_EQ(r.status, 0) << r.out;
+  uint64_t h = 1469598103934665603ull;
+  for (uint32_t id : {330u, 502u, 1133u, 591u})
+    for (int b = 0; b < 4; ++b) h = (h ^ ((id >> (8 * b)) & 0xff)) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(h));
+  EXPECT_NE(r.out.find("\"tokens\":4,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(std::string("\"ids_fnv1a\":\"") + hex + "\""), std::string::npos) << r.out;
+  r = run("tokenize " + kDemo + " --bench " + path + " --repeats 0");
+  EXPECT_NE(r.status, 0);
+  std::filesystem::remove(path);
+}
+
 }  // namespace
