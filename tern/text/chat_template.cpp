@@ -3,11 +3,10 @@
 #include "tern/text/chat_template.h"
 
 #include <filesystem>
-#include <fstream>
 #include <new>
-#include <sstream>
 
 #include "tern/base/error.h"
+#include "tern/base/file.h"
 #include "tern/text/jinja/builtins.h"
 #include "tern/text/jinja/interpreter.h"
 #include "tern/text/jinja/json_bridge.h"
@@ -55,14 +54,6 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& vars) const {
 
 namespace {
 
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream f(path, std::ios::binary);
-  TERN_CHECK(f, "[template] expected a readable file {}, got an open error", path.string());
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 // A special token is a string or an AddedToken object {"content": ...}; anything else is absent.
 std::optional<std::string> token_string(const nlohmann::ordered_json& v) {
   if (v.is_string()) return v.get<std::string>();
@@ -79,7 +70,7 @@ ChatTemplate load_chat_template(const std::string& model_dir, const std::string&
   nlohmann::ordered_json config = nlohmann::ordered_json::object();
   if (fs::exists(config_path)) {
     try {
-      config = nlohmann::ordered_json::parse(read_file(config_path));
+      config = nlohmann::ordered_json::parse(read_file(config_path.string(), "template"));
     } catch (const nlohmann::json::exception& e) {
       TERN_THROW("[template] expected valid JSON in {}, got: {}", config_path.string(), e.what());
     }
@@ -88,7 +79,8 @@ ChatTemplate load_chat_template(const std::string& model_dir, const std::string&
 
   std::optional<std::string> source;
   std::vector<std::string> available;
-  if (name == "default" && fs::exists(dir / "chat_template.jinja")) source = read_file(dir / "chat_template.jinja");
+  if (name == "default" && fs::exists(dir / "chat_template.jinja"))
+    source = read_file((dir / "chat_template.jinja").string(), "template");
   if (!source && config.contains("chat_template")) {
     const auto& ct = config["chat_template"];
     if (ct.is_string()) {
@@ -105,7 +97,7 @@ ChatTemplate load_chat_template(const std::string& model_dir, const std::string&
     }
   }
   if (!source && name != "default" && fs::exists(dir / "additional_chat_templates" / (name + ".jinja")))
-    source = read_file(dir / "additional_chat_templates" / (name + ".jinja"));
+    source = read_file((dir / "additional_chat_templates" / (name + ".jinja")).string(), "template");
   if (!source) {
     std::string names;
     for (const auto& n : available) names += (names.empty() ? "" : ", ") + n;

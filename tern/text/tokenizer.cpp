@@ -2,11 +2,10 @@
 #include "tern/text/tokenizer.h"
 
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <unordered_set>
 
 #include "tern/base/error.h"
+#include "tern/base/file.h"
 #include "tern/text/added_tokens.h"
 #include "tern/text/bpe.h"
 #include "tern/text/decoders.h"
@@ -41,14 +40,6 @@ struct Tokenizer::Impl {
 };
 
 namespace {
-
-std::string read_file(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  TERN_CHECK(in, "[tokenizer] expected a readable file {}, got none", path.string());
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::vector<AddedToken> parse_added_tokens(const Json& j, const JsonPath& p) {
   std::vector<AddedToken> out;
@@ -121,14 +112,15 @@ Tokenizer Tokenizer::load(const std::string& model_dir) {
   fs::path tok = dir / "tokenizer.json", cfg = dir / "tokenizer_config.json";
   TERN_CHECK(fs::exists(tok), "[tokenizer] expected {} (only tokenizer.json tokenizers are supported), got none",
              tok.string());
-  std::string cfg_text = fs::exists(cfg) ? read_file(cfg) : "";
-  auto impl = build(read_file(tok), tok.string(), cfg_text, cfg.string());
+  std::string cfg_text = fs::exists(cfg) ? read_file(cfg.string(), "tokenizer") : "";
+  auto impl = build(read_file(tok.string(), "tokenizer"), tok.string(), cfg_text, cfg.string());
   // transformers >= 4.43 saves templates beside the config
   if (fs::path jinja = dir / "chat_template.jinja"; fs::exists(jinja))
-    impl->config.chat_templates["default"] = read_file(jinja);
+    impl->config.chat_templates["default"] = read_file(jinja.string(), "tokenizer");
   if (fs::path extra = dir / "additional_chat_templates"; fs::is_directory(extra)) {
     for (const auto& e : fs::directory_iterator(extra))
-      if (e.path().extension() == ".jinja") impl->config.chat_templates[e.path().stem().string()] = read_file(e.path());
+      if (e.path().extension() == ".jinja")
+        impl->config.chat_templates[e.path().stem().string()] = read_file(e.path().string(), "tokenizer");
   }
   return Tokenizer(std::move(impl));
 }
