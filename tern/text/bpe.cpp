@@ -1,4 +1,4 @@
-// BPE: vocab and merges loading, the heap-based merge loop (as tokenizers' Word::merge_all) and
+// BPE: the merge map, the heap-based merge loop (as tokenizers' Word::merge_all) and
 // the per-word cache.
 #include "tern/text/bpe.h"
 
@@ -6,7 +6,6 @@
 #include <algorithm>
 
 #include "tern/base/error.h"
-#include "tern/text/json_scan.h"
 #include "tern/text/unicode.h"
 
 namespace tern::text {
@@ -14,8 +13,6 @@ namespace tern::text {
 namespace {
 
 constexpr size_t kMaxCachedWordBytes = 256;  // longer words are merged every time
-// Code points below this resolve through a table: byte-level characters, most alphabets, '▁'.
-constexpr char32_t kSmallChars = 0x3000;
 
 }  // namespace
 
@@ -56,133 +53,6 @@ const Bpe::MergeValue* Bpe::MergeMap::find(int32_t a, int32_t b) const {
     if (cur == ~0ull) return nullptr;
     i = (i + 1) & mask_;
   }
-}
-
-std::unique_ptr<Bpe> Bpe::from_json(const Json& m, const JsonPath& p, std::string_view raw_vocab,
-                                    std::string_view raw_merges) {
-  if (!m.is_object()) p.fail("an object", m);
-  std::string type = get_string(m, "type", p, "BPE");
-  if (type != "BPE") (p / "type").fail("a supported model type (BPE)", "unsupported model type '" + type + "'");
-  auto bpe = std::unique_ptr<Bpe>(new Bpe());
-
-  int64_t max_id = -1;
-  auto add_token = [&](std::string_view tok, int64_t id) {
-    if (id < 0 || id > INT32_MAX) (p / "vocab" / tok).fail("a non-negative integer id", std::to_string(id));
-    bpe->vocab_.insert(tok, static_cast<int32_t>(id));
-    max_id = std::max(max_id, id);
-  };
-  if (!raw_vocab.empty()) {
-    bpe->vocab_.reserve(raw_vocab.size() / 12 + 1);
-    std::vector<std::pair<std::string, int64_t>> batch;
-    auto flush = [&] {
-      for (const auto& [tok, id] : batch) bpe->vocab_.prefetch(hash_bytes(tok));
-      for (const auto& [tok, id] : batch) add_token(tok, id);
-      batch.clear();
-    };
-    scan_vocab(raw_vocab, p / "vocab", [&](std::string_view tok, int64_t id) {
-      batch.emplace_back(tok, id);
-      if (batch.size() == 16) flush();
-    });
-    flush();
-  } else {
-    const Json& vocab = require(m, "vocab", p);
-    if (!vocab.is_object()) (p / "vocab").fail("an object of token -> id", vocab);
-    bpe->vocab_.reserve(vocab.size());
-    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-      if (!it->is_number_integer()) (p / "vocab" / it.key()).fail("a non-negative integer id", *it);
-      add_token(it.key(), it->get<int64_t>());
-    }
-  }
-  bpe->id_span_.assign(static_cast<size_t>(max_id + 1), {0u, ~0u});
-  bpe->vocab_.for_each([&](std::string_view tok, int32_t id) {
-    bpe->id_span_[id] = {static_cast<uint32_t>(bpe->id_arena_.size()), static_cast<uint32_t>(tok.size())};
-    bpe->id_arena_.append(tok);
-  });
-
-  bpe->byte_fallback_ = get_bool(m, "byte_fallback", p, false);
-  bpe->fuse_unk_ = get_bool(m, "fuse_unk", p, false);
-  bpe->ignore_merges_ = get_bool(m, "ignore_merges", p, false);
-  bpe->prefix_ = get_string(m, "continuing_subword_prefix", p);
-  bpe->suffix_ = get_string(m, "end_of_word_suffix", p);
-  std::string unk = get_string(m, "unk_token", p);
-  if (!unk.empty()) {
-    if (int32_t id = bpe->vocab_.find(unk); id >= 0) bpe->unk_id_ = id;
-  }
-  for (int b = 0; b < 256; ++b) bpe->byte_ids_[b] = bpe->vocab_.find(fmt::format("<0x{:02X}>", b));
-  if (bpe->prefix_.empty() && bpe->suffix_.empty()) {
-    bpe->small_char_id_.assign(kSmallChars, -1);
-    for (char32_t c = 0; c < kSmallChars; ++c) {
-      if (c >= 0xD800 && c < 0xE000) continue;
-      std::string s;
-      append_utf8(s, c);
-      bpe->small_char_id_[c] = bpe->vocab_.find(s);
-    }
-  }
-
-  // Merges are resolved in batches: hashing and prefetching 3 x kBatch table slots first hides
-  // most of the cache misses of the lookups (the vocab table is larger than the caches).
-  constexpr size_t kBatch = 16;
-  size_t n_merges = 0, pending = 0;
-  std::string part_a[kBatch], part_b[kBatch], joined[kBatch];
-  auto resolve = [&] {
-    uint64_t ha[kBatch], hb[kBatch], hj[kBatch];
-    for (size_t k = 0; k < pending; ++k) {
-      ha[k] = hash_bytes(part_a[k]);
-      hb[k] = hash_bytes(part_b[k]);
-      hj[k] = hash_bytes(joined[k]);
-      bpe->vocab_.prefetch(ha[k]);
-      bpe->vocab_.prefetch(hb[k]);
-      bpe->vocab_.prefetch(hj[k]);
-    }
-    int32_t ia[kBatch], ib[kBatch], ij[kBatch];
-    for (size_t k = 0; k < pending; ++k) {
-      size_t index = n_merges - pending + k;
-      auto lookup = [&](const std::string& tok, uint64_t h) {
-        int32_t id = bpe->vocab_.find(tok, h);
-        if (id < 0) (p / "merges").at(index).fail("merge parts that are in the vocab", "'" + tok + "'");
-        return id;
-      };
-      ia[k] = lookup(part_a[k], ha[k]);
-      ib[k] = lookup(part_b[k], hb[k]);
-      ij[k] = lookup(joined[k], hj[k]);
-      bpe->merges_.prefetch(ia[k], ib[k]);
-    }
-    for (size_t k = 0; k < pending; ++k)
-      bpe->merges_.set(ia[k], ib[k], {static_cast<int32_t>(n_merges - pending + k), ij[k]});
-    pending = 0;
-  };
-  auto add_merge = [&](std::string_view a, std::string_view b) {
-    part_a[pending].assign(a);
-    part_b[pending].assign(b);
-    joined[pending].assign(a);
-    joined[pending].append(b.substr(std::min(bpe->prefix_.size(), b.size())));
-    ++pending;
-    ++n_merges;
-    if (pending == kBatch) resolve();
-  };
-  if (!raw_merges.empty()) {
-    bpe->merges_.reserve(raw_merges.size() / 16 + 1);  // a guess; the map grows as needed
-    scan_merges(raw_merges, p / "merges", add_merge);
-  } else if (m.contains("merges") && !m["merges"].is_null()) {
-    const Json& merges = m["merges"];
-    if (!merges.is_array()) (p / "merges").fail("an array", merges);
-    bpe->merges_.reserve(merges.size());
-    for (size_t i = 0; i < merges.size(); ++i) {
-      const Json& e = merges[i];
-      if (e.is_string()) {
-        const std::string& s = e.get_ref<const std::string&>();
-        size_t sp = s.find(' ');
-        if (sp == std::string::npos) (p / "merges").at(i).fail("a merge \"a b\"", "'" + s + "'");
-        add_merge(std::string_view(s).substr(0, sp), std::string_view(s).substr(sp + 1));
-      } else if (e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_string()) {
-        add_merge(e[0].get_ref<const std::string&>(), e[1].get_ref<const std::string&>());
-      } else {
-        (p / "merges").at(i).fail("a merge \"a b\" or [\"a\", \"b\"]", e);
-      }
-    }
-  }
-  resolve();
-  return bpe;
 }
 
 std::optional<int32_t> Bpe::token_to_id(std::string_view token) const {

@@ -41,6 +41,8 @@ class Bpe {
   int64_t size() const { return static_cast<int64_t>(id_span_.size()); }
 
  private:
+  // Code points below this resolve through a table: byte-level characters, most alphabets, '▁'.
+  static constexpr char32_t kSmallChars = 0x3000;
   struct MergeValue {
     int32_t rank, new_id;
   };
