@@ -149,6 +149,20 @@ TEST(TokenizerJson, ErrorsNameTheField) {
   json t = tiny(char_vocab(), {"a q"});
   t["model"]["merges"] = {"a zz"};
   EXPECT_NE(message(t.dump()).find("model.merges[0]"), std::string::npos) << message(t.dump());
+  // Merges resolve in two halves at once; the error still names the first bad merge.
+  json merges = json::array();
+  for (int i = 0; i < 10; ++i) merges.push_back("a q");
+  merges.push_back("a zz");
+  for (int i = 0; i < 3; ++i) merges.push_back("a q");
+  merges.push_back("yy a");
+  t["model"]["merges"] = merges;
+  t["model"]["vocab"]["aq"] = 200;
+  EXPECT_NE(message(t.dump()).find("in the vocab at model.merges[10], got 'zz'"),
+            std::string::npos)
+      << message(t.dump());
+  merges[1] = "q zz";
+  t["model"]["merges"] = merges;
+  EXPECT_NE(message(t.dump()).find("model.merges[1]"), std::string::npos) << message(t.dump());
   t = tiny(char_vocab(), json::array());
   t["model"]["type"] = "Unigram";
   EXPECT_NE(message(t.dump()).find("unsupported model type 'Unigram'"), std::string::npos);
