@@ -89,6 +89,7 @@ run() {
   echo "cublasLt: ${cublas:-not found}"
   ldd "$dist/tern_backend_tests" | grep -E "not found" || true
 
+  export TERN_TEST_DATA=$PWD/tests/data  # the model-parity tests read the fixtures from this tree
   set +e
   local test_rc=0 bench_rc=0
   if [[ ${TERN_GPU_SKIP_OPS:-0} != 1 ]]; then
