@@ -9,7 +9,7 @@
 # With TERN_GPU_CLI=1 (both steps) the CLI travels too and `run` adds: the demo model's perplexity on
 # cpu and cuda, and `tern bench` beside Hugging Face (bench/hf_baseline.py, HF_QUICK=1) on a random
 # Qwen3 checkpoint of TERN_GPU_SIZE dimensions (default 0.6b) written in the same run.
-# TERN_GPU_SKIP_OPS=1 skips the op tests and benchmark. With TERN_GPU_TOKENIZER=1 (and the CLI) `run`
+# TERN_GPU_SKIP_OPS=1 skips the op tests and benchmark; TERN_GPU_SKIP_PEER=1 the checkpoint and HF part. With TERN_GPU_TOKENIZER=1 (and the CLI) `run`
 # also runs bench/tokenizer.sh beside HF tokenizers (carry bench/data and tests/data/tokenizers/npm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +53,7 @@ cli_stage() {
     "$dist/tern" score models/brown-qwen3-14m --text-file models/brown-qwen3-14m/valid.txt --max-tokens 2048 \
       --device "$dev" || rc=1
   done
+  [[ ${TERN_GPU_SKIP_PEER:-0} == 1 ]] && return $rc  # the demo perplexity only
   local size=${TERN_GPU_SIZE:-0.6b}
   local ckpt=/tmp/tern-ckpt-$size
   HF_QUICK=1 PYTHONUNBUFFERED=1 python3 bench/hf_baseline.py "$ckpt" "$out/hf_$size.json" "$size" || rc=1
