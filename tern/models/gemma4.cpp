@@ -210,7 +210,7 @@ class Gemma4Model : public Model {
                                            .get_matrix("lm_head.weight", {c.vocab_size, c.hidden_size});
     // The embeddings are scaled by sqrt(hidden) as an f32 value (the reference's weight dtype here).
     embed_scale_ = static_cast<float>(std::sqrt(static_cast<double>(c.hidden_size)));
-    log_skipped(store, prefix, dir);
+    account_tensors(store, prefix, dir);
   }
 
   CacheList make_caches(const KVCacheOptions& kv) const override {
@@ -267,8 +267,9 @@ class Gemma4Model : public Model {
   }
 
  private:
-  // One line naming what the text model leaves out (vision/audio towers of a multimodal checkpoint).
-  void log_skipped(const io::WeightStore& store, const std::string& prefix, const std::string& dir) {
+  // Counts the text model's parameters and logs one line naming what it leaves out (the vision/audio
+  // towers of a multimodal checkpoint).
+  void account_tensors(const io::WeightStore& store, const std::string& prefix, const std::string& dir) {
     std::set<std::string> groups;
     int64_t skipped = 0;
     n_params_ = 0;
