@@ -17,6 +17,8 @@ const std::map<std::string, Loader>& loaders() {
       {"qwen3_moe", load_qwen3_moe},
       {"llama", load_llama},
       {"mistral", load_llama},
+      {"gemma4", load_gemma4},
+      {"gemma4_text", load_gemma4},
   };
   return m;
 }

@@ -111,12 +111,26 @@ RopeTable rope_table(const RopeConfig& cfg) {
   TERN_CHECK(dim > 0 && dim % 2 == 0 && dim <= cfg.head_dim,
              "[rope] expected an even rotary_dim in (0, {}], got {}", cfg.head_dim, dim);
   TERN_CHECK(cfg.theta > 0.0, "[rope] expected theta > 0, got {}", cfg.theta);
-  const bool known = cfg.type == "default" || cfg.type == "linear" || cfg.type == "llama3" || cfg.type == "yarn";
-  TERN_CHECK(known, "[rope] expected type default, linear, llama3 or yarn, got '{}'", cfg.type);
+  const bool known = cfg.type == "default" || cfg.type == "linear" || cfg.type == "llama3" || cfg.type == "yarn" ||
+                     cfg.type == "proportional";
+  TERN_CHECK(known, "[rope] expected type default, linear, llama3, yarn or proportional, got '{}'", cfg.type);
   TERN_CHECK(cfg.type == "default" || cfg.factor > 0.0, "[rope] expected factor > 0 for {}, got {}", cfg.type,
              cfg.factor);
 
   RopeTable table;
+  if (cfg.type == "proportional") {
+    // Frequencies with exponents over the whole head (2i / head_dim) for the first dim/2 pairs, zero for
+    // the rest: the rotation spans every dim (pairing i with i + head_dim/2), the zero-frequency pairs
+    // staying unchanged.
+    table.rotary_dim = cfg.head_dim;
+    table.inv_freq = pos_freqs(cfg.theta, cfg.head_dim);
+    const float factor = static_cast<float>(cfg.factor);
+    for (int64_t i = 0; i < cfg.head_dim / 2; ++i) {
+      float& f = table.inv_freq[static_cast<size_t>(i)];
+      f = i < dim / 2 ? (1.0f / f) / factor : 0.0f;
+    }
+    return table;
+  }
   table.rotary_dim = dim;
   table.inv_freq = pos_freqs(cfg.theta, dim);
   for (float& f : table.inv_freq) f = 1.0f / f;

@@ -1,5 +1,5 @@
-// Rotary position embeddings: frequency tables for the HF rope types (default, linear, llama3, yarn)
-// and the rotate-half application on the first rotary_dim dims of each head.
+// Rotary position embeddings: frequency tables for the HF rope types (default, linear, llama3, yarn,
+// proportional) and the rotate-half application on the first rotary_dim dims of each head.
 #pragma once
 #include <string>
 #include <vector>
@@ -9,7 +9,7 @@
 namespace tern::ops {
 
 struct RopeConfig {
-  std::string type = "default";  // default | linear | llama3 | yarn
+  std::string type = "default";  // default | linear | llama3 | yarn | proportional
   double theta = 10000.0;
   int64_t head_dim = 0;
   int64_t rotary_dim = 0;  // head_dim * partial_rotary_factor (even); 0 means head_dim

@@ -3,6 +3,7 @@
 
 #include "tern/base/error.h"
 #include "tern/state/plain_kv_cache.h"
+#include "tern/state/ring_kv_cache.h"
 
 namespace tern {
 
@@ -15,7 +16,8 @@ void KVCacheOptions::validate() const {
 
 std::unique_ptr<KVCache> make_kv_cache(const KVCacheOptions& options, const KVLayerInfo& layer) {
   options.validate();
-  return std::make_unique<PlainKVCache>(layer.window);
+  if (layer.window > 0) return std::make_unique<RingKVCache>(layer.window);
+  return std::make_unique<PlainKVCache>();
 }
 
 }  // namespace tern

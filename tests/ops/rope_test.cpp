@@ -261,3 +261,37 @@ TEST(Rope, BadInput) {
 
 }  // namespace
 }  // namespace tern
+
+namespace tern {
+namespace {
+
+// Gemma 4's proportional RoPE: exponents over the whole head, zero frequencies past the rotary part,
+// and a rotation that pairs i with i + head_dim / 2 across the whole head.
+TEST(RopeTable, ProportionalSpansTheHeadWithZeroTail) {
+  ops::RopeConfig c;
+  c.type = "proportional";
+  c.theta = 1e6;
+  c.head_dim = 16;
+  c.rotary_dim = 4;
+  ops::RopeTable t = ops::rope_table(c);
+  EXPECT_EQ(t.rotary_dim, 16);
+  ASSERT_EQ(t.inv_freq.size(), 8u);
+  EXPECT_EQ(t.inv_freq[0], 1.0f);
+  EXPECT_NEAR(t.inv_freq[1], std::pow(1e6, -2.0 / 16.0), 1e-7);
+  for (size_t i = 2; i < 8; ++i) EXPECT_EQ(t.inv_freq[i], 0.0f) << i;
+
+  std::vector<float> xs(16);
+  for (int i = 0; i < 16; ++i) xs[i] = 0.1f * static_cast<float>(i + 1);
+  Tensor x = Tensor::from_vector(xs, {1, 1, 1, 16});
+  const int32_t pos = 7;
+  Tensor y = ops::rope(x, Tensor::from_vector(std::vector<int32_t>{pos}, {1}), t).contiguous();
+  for (int j = 0; j < 8; ++j) {
+    const double f = j < 2 ? pos * std::pow(1e6, -2.0 * j / 16.0) : 0.0;
+    const double a = xs[j], b = xs[j + 8];
+    EXPECT_NEAR(y.data<float>()[j], a * std::cos(f) - b * std::sin(f), 1e-5) << j;
+    EXPECT_NEAR(y.data<float>()[j + 8], b * std::cos(f) + a * std::sin(f), 1e-5) << j + 8;
+  }
+}
+
+}  // namespace
+}  // namespace tern

@@ -1,0 +1,93 @@
+// GemmaMoe: the scaled router and the CPU expert mix (per-expert gather, one GeGLU GEMM chain per
+// expert over its rows, weighted scatter-add).
+#include "tern/layers/gemma_moe.h"
+
+#include <cmath>
+#include <string>
+
+#include "tern/ops/elementwise.h"
+#include "tern/ops/index.h"
+#include "tern/ops/matmul.h"
+#include "tern/ops/norm.h"
+
+namespace tern {
+
+GemmaMoe GemmaMoe::load(const WeightLoader& w, const GemmaMoeShape& shape) {
+  const int64_t E = shape.n_expert, H = shape.hidden, I = shape.expert_inter;
+  TERN_CHECK(E >= 1 && shape.n_expert_used >= 1 && shape.n_expert_used <= E,
+             "[moe] expected 1 <= top_k_experts <= num_experts, got {} of {}", shape.n_expert_used, E);
+  TERN_CHECK(H >= 1 && I >= 1, "[moe] expected positive hidden and moe_intermediate_size, got {} and {}", H, I);
+  GemmaMoe m;
+  m.shape_ = shape;
+  m.proj_ = Linear::load(w, "router.proj", H, E, false);
+  m.scale_ = w.get("router.scale", {H});
+  Tensor pes = ops::cast(w.get("router.per_expert_scale", {E}).to(Device::cpu()), Dtype::f32);
+  m.per_expert_scale_ = pes.to_f32_vector();
+  Tensor gate_up = w.get_matrix("experts.gate_up_proj", {E, 2 * I, H});
+  Tensor down = w.get_matrix("experts.down_proj", {E, H, I});
+  for (int64_t e = 0; e < E; ++e) {
+    Tensor gu = gate_up.select(0, e);  // gate is the first half, as chunk(2) splits it
+    m.experts_.push_back(Expert{gu.slice(0, 0, I), gu.slice(0, I, 2 * I), down.select(0, e)});
+  }
+  return m;
+}
+
+RouterChoice GemmaMoe::route(const Tensor& r) const {
+  Tensor h = ops::rms_norm(r, Tensor(), shape_.norm_eps);
+  h = ops::scale(ops::mul(h, scale_), static_cast<float>(std::pow(static_cast<double>(shape_.hidden), -0.5)));
+  RouterChoice c = route_top_k(proj_.forward(h), shape_.n_expert_used, true);
+  float* wt = c.weights.data<float>();
+  const int32_t* ex = c.experts.data<int32_t>();
+  for (int64_t i = 0; i < c.weights.numel(); ++i) wt[i] *= per_expert_scale_[static_cast<size_t>(ex[i])];
+  return c;
+}
+
+Tensor GemmaMoe::forward(const Tensor& r, const Tensor& x) const {
+  const int64_t H = shape_.hidden, E = shape_.n_expert, K = shape_.n_expert_used;
+  TERN_CHECK(x.defined() && r.defined() && x.rank() >= 1 && x.size(-1) == H && r.shape() == x.shape(),
+             "[moe] expected router input and expert input of one shape [..., {}], got {} and {}", H,
+             r.defined() ? shape_str(r.shape()) : std::string("undefined"),
+             x.defined() ? shape_str(x.shape()) : std::string("undefined"));
+  TERN_CHECK(x.device().is_cpu(), "[moe] expected a cpu tensor (the grouped CUDA path is not built), got {}",
+             x.device().str());
+  const int64_t T = x.numel() / H;
+  Tensor x2 = x.reshape({T, H}).contiguous();  // [T, hidden]
+  RouterChoice route_choice = route(r.reshape({T, H}).contiguous());
+
+  std::vector<std::vector<int32_t>> rows(E);
+  std::vector<std::vector<float>> weights(E);
+  const int32_t* chosen = route_choice.experts.data<int32_t>();
+  const float* mix = route_choice.weights.data<float>();
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t j = 0; j < K; ++j) {
+      const int32_t e = chosen[t * K + j];
+      TERN_ASSERT(e >= 0 && e < E, "[moe] router chose expert {} of {}", e, E);
+      rows[e].push_back(static_cast<int32_t>(t));
+      weights[e].push_back(mix[t * K + j]);
+    }
+  }
+
+  Tensor out = Tensor::zeros({T, H}, Dtype::f32);  // [T, hidden]
+  float* o = out.data<float>();
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = static_cast<int64_t>(rows[e].size());
+    if (n == 0) continue;
+    const Expert& ex = experts_[e];
+    Tensor xe = ops::embedding(x2, Tensor::from_vector(rows[e], {n}), x2.dtype());       // [n, hidden]
+    Tensor h = ops::geglu(ops::linear(xe, ex.gate), ops::linear(xe, ex.up), true);        // [n, inter]
+    Tensor ye = ops::linear(h, ex.down);                                                  // [n, hidden]
+    if (ye.dtype() != Dtype::f32) ye = ops::cast(ye, Dtype::f32);
+    ye = ye.contiguous();
+    const float* y = ye.data<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      float* dst = o + static_cast<int64_t>(rows[e][i]) * H;
+      const float* src = y + i * H;
+      const float wt = weights[e][i];
+      for (int64_t c = 0; c < H; ++c) dst[c] += wt * src[c];
+    }
+  }
+  if (x.dtype() != Dtype::f32) out = ops::cast(out, x.dtype());
+  return out.view(x.shape());
+}
+
+}  // namespace tern

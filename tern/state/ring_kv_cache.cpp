@@ -1,0 +1,128 @@
+// RingKVCache: growth up to the window, slot arithmetic of the wrapped buffer, trimming before the
+// first wrap, and its attention read over [last window-1 stored ; new positions].
+#include "tern/state/ring_kv_cache.h"
+
+#include <algorithm>
+
+#include "tern/ops/attention.h"
+#include "tern/ops/index.h"
+
+namespace tern {
+namespace {
+
+class RingRead : public AttentionRead {
+ public:
+  RingRead(Tensor k, Tensor v, int64_t q_offset, int64_t window) : k_(std::move(k)), v_(std::move(v)) {
+    mask_.causal = true;
+    mask_.q_offset = q_offset;
+    mask_.window = window;
+  }
+  Tensor attend(const Tensor& q, float scale, float softcap) const override {
+    return ops::sdpa(q, k_, v_, scale, mask_, softcap);
+  }
+
+ private:
+  Tensor k_, v_;  // [B, Hkv, prev + L, D]: prev stored positions, then the appended ones
+  ops::AttentionMask mask_;
+};
+
+}  // namespace
+
+RingKVCache::RingKVCache(int64_t window) : window_(window) {
+  TERN_CHECK(window > 0, "[kv_cache] expected a ring window > 0, got {}", window);
+}
+
+std::string RingKVCache::signature() const {
+  std::string dt = keys_.defined() ? dtype_name(keys_.dtype()) : "bf16";
+  return "kv:" + dt + ":ring:" + std::to_string(window_);
+}
+
+Tensor RingKVCache::rope_positions(const Tensor& x, const ops::RopeTable& rope) const {
+  return ops::rope(x, uniform_positions(offset_, x.size(2)).to(x.device()), rope);
+}
+
+int64_t RingKVCache::trim(int64_t n) {
+  TERN_CHECK(n >= 0, "[kv_cache] expected a non-negative trim count, got {}", n);
+  TERN_CHECK(is_trimmable(),
+             "[kv_cache] expected a trim before the ring wraps, got a ring of window {} that has wrapped (offset {}): "
+             "positions before {} are gone",
+             window_, offset_, offset_ - window_);
+  int64_t t = std::min(n, offset_);
+  offset_ -= t;
+  return t;
+}
+
+int64_t RingKVCache::bytes() const {
+  return (keys_.defined() ? keys_.nbytes() : 0) + (values_.defined() ? values_.nbytes() : 0);
+}
+
+Tensor RingKVCache::temporal(const Tensor& buf, int64_t n) const {
+  TERN_ASSERT(n >= 0 && n <= stored(), "[kv_cache] ring view of {} positions with {} stored", n, stored());
+  if (n == 0) return buf.defined() ? buf.slice(2, 0, 0) : Tensor();
+  const int64_t s = (offset_ - n) % window_;
+  if (s + n <= capacity()) return buf.slice(2, s, s + n);
+  // Wrapped (capacity == window): the tail of the buffer, then its head.
+  return ops::concat({buf.slice(2, s, window_), buf.slice(2, 0, n - (window_ - s))}, 2);
+}
+
+void RingKVCache::reserve(const Tensor& k, const Tensor& v, int64_t needed) {
+  if (keys_.defined() && needed <= capacity()) return;
+  // Not wrapped yet (capacity < window), so positions [0, offset) sit in slots [0, offset).
+  const int64_t cap = std::min(window_, std::max(needed, 2 * capacity()));
+  Tensor nk = Tensor::empty({k.size(0), k.size(1), cap, k.size(3)}, k.dtype(), k.device());
+  Tensor nv = Tensor::empty({v.size(0), v.size(1), cap, v.size(3)}, v.dtype(), v.device());
+  if (offset_ > 0) {
+    Tensor dk = nk.slice(2, 0, offset_), dv = nv.slice(2, 0, offset_);
+    dk.copy_from(keys_.slice(2, 0, offset_));
+    dv.copy_from(values_.slice(2, 0, offset_));
+  }
+  keys_ = nk;
+  values_ = nv;
+}
+
+void RingKVCache::write(Tensor& buf, const Tensor& src) const {
+  const int64_t n = src.size(2);
+  TERN_ASSERT(n <= window_, "[kv_cache] ring write of {} positions into a window of {}", n, window_);
+  const int64_t s = (offset_ - n) % window_;
+  const int64_t first = std::min(n, window_ - s);
+  Tensor d0 = buf.slice(2, s, s + first);
+  d0.copy_from(src.slice(2, 0, first));
+  if (first < n) {
+    Tensor d1 = buf.slice(2, 0, n - first);
+    d1.copy_from(src.slice(2, first, n));
+  }
+}
+
+std::unique_ptr<AttentionRead> RingKVCache::append(const Tensor& k, const Tensor& v, AppendPhase phase) {
+  TERN_CHECK(k.rank() == 4 && v.rank() == 4, "[kv_cache] expected k and v of rank 4 [B, Hkv, L, D], got {} and {}",
+             shape_str(k.shape()), shape_str(v.shape()));
+  TERN_CHECK(k.size(0) == v.size(0) && k.size(1) == v.size(1) && k.size(2) == v.size(2) && k.dtype() == v.dtype(),
+             "[kv_cache] expected k and v to agree on [B, Hkv, L] and dtype, got {} {} and {} {}", shape_str(k.shape()),
+             dtype_name(k.dtype()), shape_str(v.shape()), dtype_name(v.dtype()));
+  if (keys_.defined()) {
+    TERN_CHECK(k.size(0) == keys_.size(0) && k.size(1) == keys_.size(1) && k.size(3) == keys_.size(3) &&
+                   v.size(3) == values_.size(3) && k.dtype() == keys_.dtype(),
+               "[kv_cache] expected appends of [{}, {}, L, {}] {}, got {} {}", keys_.size(0), keys_.size(1),
+               keys_.size(3), dtype_name(keys_.dtype()), shape_str(k.shape()), dtype_name(k.dtype()));
+  }
+  TERN_CHECK(phase == AppendPhase::window || k.size(2) == 1, "[kv_cache] expected one position for a decode append, got {}",
+             k.size(2));
+  const int64_t n = k.size(2);
+  // The read: the last window-1 stored positions (all a new query can still see) and the new ones.
+  const int64_t prev = std::min(offset_, window_ - 1);
+  Tensor rk = k, rv = v;
+  if (prev > 0) {
+    rk = ops::concat({temporal(keys_, prev), k}, 2);
+    rv = ops::concat({temporal(values_, prev), v}, 2);
+  }
+  auto read = std::make_unique<RingRead>(rk, rv, prev, window_);
+
+  const int64_t keep = std::min(n, window_);
+  reserve(k, v, std::min(offset_ + n, window_));
+  offset_ += n;
+  write(keys_, k.slice(2, n - keep, n));
+  write(values_, v.slice(2, n - keep, n));
+  return read;
+}
+
+}  // namespace tern
