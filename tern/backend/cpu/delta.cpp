@@ -25,12 +25,6 @@ struct DeltaDims {
   float* state_at(int64_t b, int64_t h) const { return state + (b * Hv + h) * Dk * Dv; }
 };
 
-float dot(const float* a, const float* b, int64_t n) {
-  float s = 0.0f;
-  for (int64_t i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
 void delta_recurrent(const DeltaDims& d, int64_t b, int64_t h) {
   float* S = d.state_at(b, h);  // [Dk, Dv]
   std::vector<float> delta(d.Dv);
@@ -60,69 +54,78 @@ void delta_recurrent(const DeltaDims& d, int64_t b, int64_t h) {
 //   T = I + strictly_lower(beta_i k_i.k_j exp(cum_i - cum_j)); T U = beta v; T W = beta k exp(cum)
 //   v_new = U - W S;  o = exp(cum) q S + tril(q_i.k_j exp(cum_i - cum_j)) v_new
 //   S <- exp(cum_last) S + sum_j exp(cum_last - cum_j) k_j v_new_j^T
+// The chunk's intermediates are double: the triangular solve amplifies rounding, and in f32 a 64-long
+// chunk drifts measurably from the token-by-token recurrence; the state stays f32 between chunks.
 void delta_chunked(const DeltaDims& d, int64_t b, int64_t h, int64_t chunk) {
   const int64_t Dk = d.Dk, Dv = d.Dv;
   float* S = d.state_at(b, h);  // [Dk, Dv]
-  std::vector<float> cum(chunk), A(chunk * chunk), U(chunk * Dv), W(chunk * Dk), qs(Dv);
+  std::vector<double> cum(chunk), U(chunk * Dv), W(chunk * Dk), acc(Dk * Dv), qs(Dv);
+  auto dot = [Dk](const float* a, const float* c) {
+    double s = 0.0;
+    for (int64_t i = 0; i < Dk; ++i) s += static_cast<double>(a[i]) * c[i];
+    return s;
+  };
   for (int64_t t0 = 0; t0 < d.L; t0 += chunk) {
     const int64_t n = std::min(chunk, d.L - t0);
-    float c = 0.0f;
+    double c = 0.0;
     for (int64_t i = 0; i < n; ++i) cum[i] = (c += d.g_at(b, t0 + i, h));
     // Forward substitution of the unit lower-triangular system, row by row.
     for (int64_t i = 0; i < n; ++i) {
       const float* ki = d.k_at(b, t0 + i, h);
       const float* vi = d.v_at(b, t0 + i, h);
-      const float bi = d.beta_at(b, t0 + i, h), ei = std::exp(cum[i]);
-      float* Ui = U.data() + i * Dv;
-      float* Wi = W.data() + i * Dk;
+      const double bi = d.beta_at(b, t0 + i, h), ei = std::exp(cum[i]);
+      double* Ui = U.data() + i * Dv;
+      double* Wi = W.data() + i * Dk;
       for (int64_t j = 0; j < Dv; ++j) Ui[j] = vi[j] * bi;
       for (int64_t j = 0; j < Dk; ++j) Wi[j] = ki[j] * bi * ei;
       for (int64_t j = 0; j < i; ++j) {
-        const float a = bi * dot(ki, d.k_at(b, t0 + j, h), Dk) * std::exp(cum[i] - cum[j]);
-        const float* Uj = U.data() + j * Dv;
-        const float* Wj = W.data() + j * Dk;
+        const double a = bi * dot(ki, d.k_at(b, t0 + j, h)) * std::exp(cum[i] - cum[j]);
+        const double* Uj = U.data() + j * Dv;
+        const double* Wj = W.data() + j * Dk;
         for (int64_t x = 0; x < Dv; ++x) Ui[x] -= a * Uj[x];
         for (int64_t x = 0; x < Dk; ++x) Wi[x] -= a * Wj[x];
       }
     }
     // v_new = U - W S, in place in U.
     for (int64_t i = 0; i < n; ++i) {
-      float* Ui = U.data() + i * Dv;
-      const float* Wi = W.data() + i * Dk;
+      double* Ui = U.data() + i * Dv;
+      const double* Wi = W.data() + i * Dk;
       for (int64_t x = 0; x < Dk; ++x) {
-        const float w = Wi[x];
+        const double w = Wi[x];
         const float* Sx = S + x * Dv;
         for (int64_t j = 0; j < Dv; ++j) Ui[j] -= w * Sx[j];
       }
     }
     for (int64_t i = 0; i < n; ++i) {
       const float* qi = d.q_at(b, t0 + i, h);
-      float* oi = d.o_at(b, t0 + i, h);
-      for (int64_t j = 0; j < Dv; ++j) qs[j] = 0.0f;
+      for (int64_t j = 0; j < Dv; ++j) qs[j] = 0.0;
       for (int64_t x = 0; x < Dk; ++x) {
         const float* Sx = S + x * Dv;
-        for (int64_t j = 0; j < Dv; ++j) qs[j] += qi[x] * Sx[j];
+        for (int64_t j = 0; j < Dv; ++j) qs[j] += static_cast<double>(qi[x]) * Sx[j];
       }
-      const float ei = std::exp(cum[i]);
-      for (int64_t j = 0; j < Dv; ++j) oi[j] = ei * qs[j];
+      const double ei = std::exp(cum[i]);
+      for (int64_t j = 0; j < Dv; ++j) qs[j] *= ei;
       for (int64_t s = 0; s <= i; ++s) {
-        const float a = dot(qi, d.k_at(b, t0 + s, h), Dk) * std::exp(cum[i] - cum[s]);
-        const float* Us = U.data() + s * Dv;
-        for (int64_t j = 0; j < Dv; ++j) oi[j] += a * Us[j];
+        const double a = dot(qi, d.k_at(b, t0 + s, h)) * std::exp(cum[i] - cum[s]);
+        const double* Us = U.data() + s * Dv;
+        for (int64_t j = 0; j < Dv; ++j) qs[j] += a * Us[j];
       }
+      float* oi = d.o_at(b, t0 + i, h);
+      for (int64_t j = 0; j < Dv; ++j) oi[j] = static_cast<float>(qs[j]);
     }
-    const float last = cum[n - 1], chunk_decay = std::exp(last);
-    for (int64_t i = 0; i < Dk * Dv; ++i) S[i] *= chunk_decay;
+    const double last = cum[n - 1], chunk_decay = std::exp(last);
+    for (int64_t i = 0; i < Dk * Dv; ++i) acc[i] = S[i] * chunk_decay;
     for (int64_t s = 0; s < n; ++s) {
       const float* ks = d.k_at(b, t0 + s, h);
-      const float e = std::exp(last - cum[s]);
-      const float* Us = U.data() + s * Dv;
+      const double e = std::exp(last - cum[s]);
+      const double* Us = U.data() + s * Dv;
       for (int64_t x = 0; x < Dk; ++x) {
-        const float kx = ks[x] * e;
-        float* Sx = S + x * Dv;
-        for (int64_t j = 0; j < Dv; ++j) Sx[j] += kx * Us[j];
+        const double kx = ks[x] * e;
+        double* Ax = acc.data() + x * Dv;
+        for (int64_t j = 0; j < Dv; ++j) Ax[j] += kx * Us[j];
       }
     }
+    for (int64_t i = 0; i < Dk * Dv; ++i) S[i] = static_cast<float>(acc[i]);
   }
 }
 
