@@ -88,7 +88,8 @@ TEST_P(FixtureParity, GreedyDecodeThroughCache) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, FixtureParity, ::testing::Values("qwen3", "qwen3_tied", "llama", "qwen3_moe"));
+INSTANTIATE_TEST_SUITE_P(Models, FixtureParity, ::testing::Values("qwen3", "qwen3_tied", "llama", "qwen3_moe", "qwen3_5", "qwen3_5_moe"),
+                         [](const auto& info) { return info.param; });
 
 TEST(ModelLoad, UnknownArchitectureIsAClearError) {
   std::string dir = ::testing::TempDir() + "/tern_unknown_arch";
