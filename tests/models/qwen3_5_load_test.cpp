@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tern/io/safetensors.h"
 #include "tern/models/registry.h"
 
 namespace tern {
@@ -49,6 +50,31 @@ TEST(Qwen35Load, CachesFollowLayerTypes) {
     EXPECT_EQ(caches[i]->signature().rfind(linear ? "recurrent:" : "kv:", 0), 0u) << i << " " << caches[i]->signature();
     EXPECT_EQ(caches[i]->is_trimmable(), !linear) << i;
   }
+}
+
+TEST(Qwen35Load, VisionTowerAndMtpAreSkipped) {
+  const std::string dir = ::testing::TempDir() + "/tern_qwen3_5_multimodal_extras";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(fixture("qwen3_5") + "/config.json", dir + "/config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto src = io::SafetensorsFile::open(fixture("qwen3_5") + "/model.safetensors");
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& e : src->tensors()) tensors.emplace_back(e.name, src->get(e.name));
+  tensors.emplace_back("model.visual.patch_embed.proj.weight", Tensor::zeros({4, 4}, Dtype::f32));
+  tensors.emplace_back("model.visual.merger.linear_fc1.weight", Tensor::zeros({4, 4}, Dtype::f32));
+  tensors.emplace_back("mtp.fc.weight", Tensor::zeros({4, 4}, Dtype::f32));
+  io::save_safetensors(dir + "/model.safetensors", tensors);
+
+  ::testing::internal::CaptureStderr();
+  auto model = load_model(dir);
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("skipped model.visual.* (2 tensors), mtp.* (1 tensors)"), std::string::npos) << log;
+  auto plain = load_model(fixture("qwen3_5"));
+  EXPECT_EQ(model->n_params(), plain->n_params());
+
+  Tensor ids = Tensor::from_vector(std::vector<int32_t>{5, 9, 2}, {1, 3});
+  CacheList a = model->make_caches(), b = plain->make_caches();
+  EXPECT_EQ(model->forward(ids, a, true).to_f32_vector(), plain->forward(ids, b, true).to_f32_vector());
 }
 
 }  // namespace
