@@ -9,6 +9,7 @@
 
 #include "tern/io/safetensors.h"
 #include "tern/models/registry.h"
+#include "tern/state/recurrent_cache.h"
 
 namespace tern {
 namespace {
@@ -75,6 +76,35 @@ TEST(Qwen35Load, VisionTowerAndMtpAreSkipped) {
   Tensor ids = Tensor::from_vector(std::vector<int32_t>{5, 9, 2}, {1, 3});
   CacheList a = model->make_caches(), b = plain->make_caches();
   EXPECT_EQ(model->forward(ids, a, true).to_f32_vector(), plain->forward(ids, b, true).to_f32_vector());
+}
+
+// A speculative round on the hybrid: recurrent layers roll back by snapshot/restore, attention layers by
+// trim; replaying the accepted token then gives the logits of a run that never saw the draft.
+TEST(Qwen35Load, SpeculativeRollbackByReplay) {
+  for (const std::string name : {"qwen3_5", "qwen3_5_moe"}) {
+    auto model = load_model(fixture(name));
+    auto ids = [](std::vector<int32_t> v) { return Tensor::from_vector(v, {1, static_cast<int64_t>(v.size())}); };
+    CacheList spec = model->make_caches(), plain = model->make_caches();
+    model->forward(ids({3, 14, 15, 92, 65}), spec, false);
+    model->forward(ids({3, 14, 15, 92, 65}), plain, false);
+
+    std::vector<RecurrentCache::Snapshot> snaps(spec.size());
+    for (size_t i = 0; i < spec.size(); ++i)
+      if (auto* rc = dynamic_cast<RecurrentCache*>(spec[i].get())) snaps[i] = rc->snapshot();
+    model->forward(ids({35, 89, 79}), spec, true);  // the draft, rejected
+    for (size_t i = 0; i < spec.size(); ++i) {
+      if (auto* rc = dynamic_cast<RecurrentCache*>(spec[i].get())) {
+        rc->restore(snaps[i]);
+      } else {
+        ASSERT_TRUE(spec[i]->is_trimmable());
+        EXPECT_EQ(spec[i]->trim(3), 3);
+      }
+      EXPECT_EQ(spec[i]->offset(), 5) << name << " layer " << i;
+    }
+    std::vector<float> replay = model->forward(ids({26}), spec, false).to_f32_vector();
+    std::vector<float> want = model->forward(ids({26}), plain, false).to_f32_vector();
+    EXPECT_EQ(replay, want) << name;
+  }
 }
 
 }  // namespace
