@@ -10,6 +10,8 @@ namespace tern {
 std::unique_ptr<Model> load_qwen3(const std::string& dir, const io::ModelConfig& config, const LoadOptions& options);
 std::unique_ptr<Model> load_qwen3_moe(const std::string& dir, const io::ModelConfig& config, const LoadOptions& options);
 std::unique_ptr<Model> load_gemma4(const std::string& dir, const io::ModelConfig& config, const LoadOptions& options);
+std::unique_ptr<Model> load_qwen3_5(const std::string& dir, const io::ModelConfig& config, const LoadOptions& options);
+std::unique_ptr<Model> load_qwen3_5_moe(const std::string& dir, const io::ModelConfig& config, const LoadOptions& options);
 std::unique_ptr<Model> load_llama(const std::string& dir, const io::ModelConfig& config, const LoadOptions& options);
 
 }  // namespace tern

@@ -15,6 +15,10 @@ const std::map<std::string, Loader>& loaders() {
   static const std::map<std::string, Loader> m = {
       {"qwen3", load_qwen3},
       {"qwen3_moe", load_qwen3_moe},
+      {"qwen3_5", load_qwen3_5},
+      {"qwen3_5_text", load_qwen3_5},
+      {"qwen3_5_moe", load_qwen3_5_moe},
+      {"qwen3_5_moe_text", load_qwen3_5_moe},
       {"llama", load_llama},
       {"mistral", load_llama},
       {"gemma4", load_gemma4},

@@ -88,8 +88,9 @@ TEST_P(FixtureParity, GreedyDecodeThroughCache) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, FixtureParity, ::testing::Values("qwen3", "qwen3_tied", "llama", "qwen3_moe", "gemma4",
-                                                                    "gemma4_moe"),
+INSTANTIATE_TEST_SUITE_P(Models, FixtureParity,
+                         ::testing::Values("qwen3", "qwen3_tied", "llama", "qwen3_moe", "qwen3_5", "qwen3_5_moe", "gemma4",
+                                           "gemma4_moe"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 TEST(ModelLoad, UnknownArchitectureIsAClearError) {

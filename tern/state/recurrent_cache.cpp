@@ -1,0 +1,65 @@
+// RecurrentCache: lazy zero state per batch size, snapshots by deep copy.
+#include "tern/state/recurrent_cache.h"
+
+namespace tern {
+
+RecurrentCache::RecurrentCache(const RecurrentShape& shape) : shape_(shape) {
+  TERN_CHECK(shape.conv_dim > 0 && shape.conv_kernel > 0 && shape.n_v_head > 0 && shape.d_k > 0 && shape.d_v > 0,
+             "[recurrent-cache] expected positive conv_dim, conv_kernel, n_v_head, d_k, d_v, got {}, {}, {}, {}, {}",
+             shape.conv_dim, shape.conv_kernel, shape.n_v_head, shape.d_k, shape.d_v);
+}
+
+Tensor RecurrentCache::rope_positions(const Tensor&, const ops::RopeTable&) const {
+  TERN_THROW("[recurrent-cache] expected an attention layer to ask for rope positions, got a recurrent layer");
+}
+
+int64_t RecurrentCache::trim(int64_t n) {
+  TERN_THROW("[recurrent-cache] expected snapshot/restore to roll back a recurrent state, got trim({})", n);
+}
+
+int64_t RecurrentCache::bytes() const {
+  return (conv_.defined() ? conv_.nbytes() : 0) + (state_.defined() ? state_.nbytes() : 0);
+}
+
+void RecurrentCache::ensure(int64_t batch) {
+  TERN_CHECK(batch > 0, "[recurrent-cache] expected a positive batch, got {}", batch);
+  if (!state_.defined()) {
+    conv_ = Tensor::zeros({batch, shape_.conv_kernel - 1, shape_.conv_dim}, Dtype::f32);
+    state_ = Tensor::zeros({batch, shape_.n_v_head, shape_.d_k, shape_.d_v}, Dtype::f32);
+  }
+  TERN_CHECK(state_.size(0) == batch, "[recurrent-cache] expected batch {} (the batch it holds), got {}",
+             state_.size(0), batch);
+}
+
+Tensor& RecurrentCache::conv_state(int64_t batch) {
+  ensure(batch);
+  return conv_;
+}
+
+Tensor& RecurrentCache::recurrent_state(int64_t batch) {
+  ensure(batch);
+  return state_;
+}
+
+void RecurrentCache::advance(int64_t n) {
+  TERN_CHECK(n >= 0, "[recurrent-cache] expected a non-negative advance, got {}", n);
+  offset_ += n;
+}
+
+RecurrentCache::Snapshot RecurrentCache::snapshot() const {
+  Snapshot s;
+  s.offset = offset_;
+  if (state_.defined()) {
+    s.conv = conv_.clone();
+    s.state = state_.clone();
+  }
+  return s;
+}
+
+void RecurrentCache::restore(const Snapshot& s) {
+  offset_ = s.offset;
+  conv_ = s.conv.defined() ? s.conv.clone() : Tensor();
+  state_ = s.state.defined() ? s.state.clone() : Tensor();
+}
+
+}  // namespace tern

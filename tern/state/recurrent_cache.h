@@ -1,0 +1,58 @@
+// The recurrent cache of a gated DeltaNet layer: the conv history (the last K-1 projected inputs) and
+// the delta-rule state [n_v_head, d_k, d_v] per row, both f32. A recurrent state cannot be trimmed; a
+// speculative round rolls back by snapshot() before it and restore() + replay of the accepted tokens.
+#pragma once
+#include "tern/state/cache.h"
+
+namespace tern {
+
+struct RecurrentShape {
+  int64_t conv_dim = 0;     // channels of the conv (q, k and v projections together)
+  int64_t conv_kernel = 0;  // K; the history holds K-1 positions
+  int64_t n_v_head = 0, d_k = 0, d_v = 0;
+};
+
+class RecurrentCache : public Cache {
+ public:
+  // A copy of everything the cache holds, for restore().
+  struct Snapshot {
+    Tensor conv, state;
+    int64_t offset = 0;
+  };
+
+  // Throws "[recurrent-cache] expected ..." for a non-positive size.
+  explicit RecurrentCache(const RecurrentShape& shape);
+
+  std::string signature() const override { return "recurrent:f32"; }
+  int64_t offset() const override { return offset_; }
+  // A recurrent layer takes no positions: throws "[recurrent-cache] ...".
+  Tensor rope_positions(const Tensor& x, const ops::RopeTable& rope) const override;
+  bool is_trimmable() const override { return false; }
+  // Throws: roll back with snapshot() / restore() and replay instead.
+  int64_t trim(int64_t n) override;
+  int64_t bytes() const override;
+
+  // The state of `batch` rows, allocated as zeros on first use; a different batch later throws.
+  // conv [B, K-1, conv_dim], state [B, n_v_head, d_k, d_v]; callers update them in place.
+  Tensor& conv_state(int64_t batch);
+  Tensor& recurrent_state(int64_t batch);
+  // Records that n more positions went through the layer.
+  void advance(int64_t n);
+
+  // A deep copy of the current state (no tensors when nothing was appended yet).
+  Snapshot snapshot() const;
+  // Returns the cache to a snapshot taken from it earlier.
+  void restore(const Snapshot& s);
+
+  const RecurrentShape& shape() const { return shape_; }
+
+ private:
+  void ensure(int64_t batch);
+
+  RecurrentShape shape_;
+  int64_t offset_ = 0;
+  Tensor conv_;   // [B, K-1, conv_dim]
+  Tensor state_;  // [B, n_v_head, d_k, d_v]
+};
+
+}  // namespace tern
