@@ -86,14 +86,16 @@ Tensor window_read(KVCache& cache, const Tensor& k, const Tensor& v, const Tenso
 
 struct SchemeBound {
   const char* kind;
-  double max_nmse;  // about twice the value distortion the scheme has on unit Gaussians
+  double max_nmse;  // about 1.5x the error the scheme's keys and values predict (see below)
 };
 
 TEST(QuantizedKVCache, AttentionNmseAgainstPlainPerScheme) {
-  // Affine b bits over 64 Gaussians: step ~ 4.9 sigma / (2^b - 1), error ~ step^2 / 12 (keys add a little);
-  // TurboQuant: the Lloyd-Max distortion of V bits.
-  const SchemeBound schemes[] = {{"affine8", 6e-5}, {"affine4", 2e-2},   {"turbo:k8v8", 1e-3},
-                                 {"turbo:k8v4", 2e-2}, {"turbo", 7e-2}, {"turbo:k8v2", 0.25}};
+  // Unit Gaussians, logits of unit spread: the output NMSE is about the value distortion plus as much
+  // again from the key distortion. Affine b bits over 64 Gaussians: step ~ 4.9 / (2^b - 1), error
+  // step^2 / 12 for keys and values (affine8 ~6e-5, affine4 ~1.7e-2); TurboQuant: int8 keys ~3e-5 and
+  // the Lloyd-Max distortion of V bits (k8v8 ~7e-5, k8v4 ~9.5e-3, k8v3 ~3.5e-2, k8v2 ~0.12).
+  const SchemeBound schemes[] = {{"affine8", 1e-4},    {"affine4", 2.5e-2}, {"turbo:k8v8", 1.5e-4},
+                                 {"turbo:k8v4", 1.5e-2}, {"turbo", 5e-2},     {"turbo:k8v2", 0.18}};
   Tensor k = randn({1, 2, 112, 64}, 1), v = randn({1, 2, 112, 64}, 2), q = randn({1, 4, 16, 64}, 3);
   PlainKVCache plain;
   Tensor want = window_read(plain, k, v, q);
