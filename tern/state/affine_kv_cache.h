@@ -20,12 +20,12 @@ struct AffineRowCodec {
 
 class AffineKVCache : public QuantizedKVCache {
  public:
+  const char* kind_name() const override { return "affine"; }
   // bits 4 or 8; group 32, 64 or 128 (head_dim must be a multiple of it; checked at the first append).
   AffineKVCache(int bits, int64_t group);
   std::string signature() const override;
 
  protected:
-  const char* kind_name() const override { return "affine"; }
   void configure(int64_t key_dim, int64_t value_dim, int64_t& key_row_bytes, int64_t& value_row_bytes) override;
   void encode_key(const float* x, uint8_t* out) const override { key_.encode(x, out); }
   void decode_key(const uint8_t* in, float* x) const override { key_.decode(in, x); }

@@ -27,10 +27,10 @@ class QuantizedKVCache : public KVCache {
   Tensor dequantized_values() const;
   // Encoded bytes of one position across every row and head (0 before the first store).
   int64_t bytes_per_position() const { return rows_ * (key_row_bytes_ + value_row_bytes_); }
-
- protected:
   // The storage's short name for errors ("affine", "turboquant").
   virtual const char* kind_name() const = 0;
+
+ protected:
   // Called once, at the first store: checks the head dims and returns the encoded row sizes.
   virtual void configure(int64_t key_dim, int64_t value_dim, int64_t& key_row_bytes, int64_t& value_row_bytes) = 0;
   virtual void encode_key(const float* x, uint8_t* out) const = 0;

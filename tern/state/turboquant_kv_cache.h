@@ -9,13 +9,13 @@ namespace tern {
 
 class TurboQuantKVCache : public QuantizedKVCache {
  public:
+  const char* kind_name() const override { return "turboquant"; }
   // key_bits 8 (4 and 3 throw "not supported yet"); value_bits 2, 3, 4 or 8.
   TurboQuantKVCache(int key_bits, int value_bits, bool deferred_values);
   std::string signature() const override;
   bool deferred_values() const { return deferred_; }
 
  protected:
-  const char* kind_name() const override { return "turboquant"; }
   void configure(int64_t key_dim, int64_t value_dim, int64_t& key_row_bytes, int64_t& value_row_bytes) override;
   void encode_key(const float* x, uint8_t* out) const override;
   void decode_key(const uint8_t* in, float* x) const override;
