@@ -34,7 +34,7 @@ GenerateResult generate(const Model& model, const std::vector<int32_t>& prompt, 
   r.finish_reason = "length";
   if (options.max_tokens == 0) return r;
 
-  CacheList caches = model.make_caches();
+  CacheList caches = model.make_caches(options.kv);
   Sampler sampler(options.sampling);
   std::vector<int32_t> history = prompt;
 

@@ -14,6 +14,7 @@ struct GenerateOptions {
   SamplingParams sampling;
   std::vector<int32_t> stop_ids;  // generation ends after emitting one of these (it is kept in ids)
   int64_t prefill_chunk = 0;      // 0: the whole prompt in one forward
+  KVCacheOptions kv;              // the KV storage of the generation caches
 };
 
 struct GenerateResult {

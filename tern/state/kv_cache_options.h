@@ -30,8 +30,26 @@ struct KVLayerInfo {
   bool deferred_values = false;
 };
 
+// A storage kind parsed: plain ("bf16"), affine (key_bits == value_bits) or TurboQuant.
+struct KVScheme {
+  enum Type { plain, affine, turbo } type = plain;
+  int key_bits = 0, value_bits = 0;
+};
+
+// Parses KVCacheOptions::kind; throws `[kv-cache] ...` for an unknown kind or unsupported bits.
+KVScheme parse_kv_scheme(const std::string& kind);
+
+// Whether make_kv_cache gives this layer a quantized storage (full attention, outside the boundary).
+bool kv_layer_is_quantized(const KVCacheOptions& options, const KVLayerInfo& layer);
+
+// Bytes one token takes in this layer's cache once quantized (plain layers: plain_element_bytes per
+// element): n_head_kv rows of keys [head_dim] and values [value_dim].
+int64_t kv_bytes_per_token(const KVCacheOptions& options, const KVLayerInfo& layer, int64_t n_head_kv,
+                           int64_t head_dim, int64_t value_dim, int64_t plain_element_bytes);
+
 // The cache for one attention layer: sliding layers (window > 0) get a ring of `window` positions,
-// full layers the storage `options` names (with the boundary layers kept unquantized).
+// full layers the storage `options` names (with the boundary layers kept unquantized); a quantized
+// storage sits behind the bf16-first transition at `options.start`.
 std::unique_ptr<KVCache> make_kv_cache(const KVCacheOptions& options, const KVLayerInfo& layer);
 
 }  // namespace tern

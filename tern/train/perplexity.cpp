@@ -9,7 +9,8 @@
 
 namespace tern {
 
-ScoreResult score_tokens(const Model& model, const std::vector<int32_t>& ids, int64_t chunk, bool keep_logits) {
+ScoreResult score_tokens(const Model& model, const std::vector<int32_t>& ids, int64_t chunk, bool keep_logits,
+                         const KVCacheOptions& kv) {
   const int64_t n = static_cast<int64_t>(ids.size()), vocab = model.vocab_size();
   TERN_CHECK(n >= 2, "[score] expected at least 2 tokens, got {}", n);
   TERN_CHECK(chunk >= 0, "[score] expected chunk >= 0, got {}", chunk);
@@ -20,7 +21,7 @@ ScoreResult score_tokens(const Model& model, const std::vector<int32_t>& ids, in
   r.n_tokens = n;
   if (keep_logits) r.logits = Tensor::empty({n, vocab}, Dtype::f32);
   Timer t;
-  CacheList caches = model.make_caches();
+  CacheList caches = model.make_caches(kv);
   const int64_t step = chunk > 0 ? chunk : n;
   double total = 0;
   for (int64_t s = 0; s < n; s += step) {

@@ -16,6 +16,8 @@ struct ScoreResult {
 };
 
 // ids: at least 2 tokens, each in [0, vocab). chunk 0 = one forward. keep_logits fills result.logits.
-ScoreResult score_tokens(const Model& model, const std::vector<int32_t>& ids, int64_t chunk, bool keep_logits);
+// kv: the KV storage of the caches the chunks run through.
+ScoreResult score_tokens(const Model& model, const std::vector<int32_t>& ids, int64_t chunk, bool keep_logits,
+                         const KVCacheOptions& kv = {});
 
 }  // namespace tern

@@ -35,11 +35,13 @@ int run_bench(int argc, char** argv) {
       .flag("warmup", "N", "untimed warm-up repeats", "1")
       .flag("json", "", "print JSON instead of text");
   add_runtime_flags(a);
+  add_kv_cache_flags(a);
   if (!a.parse(argc, argv)) return 0;
   const int64_t P = a.get_int("prompt-tokens"), G = a.get_int("gen-tokens");
   const int64_t reps = a.get_int("repeats"), warm = a.get_int("warmup");
   TERN_CHECK(P >= 1 && G >= 1 && reps >= 1 && warm >= 0,
              "[bench] expected --prompt-tokens, --gen-tokens, --repeats >= 1 and --warmup >= 0");
+  const KVCacheOptions kv = kv_cache_options(a);
   LoadOptions opt = runtime_options(a);
   LoadedModel m = load_for_cli(a.get("MODEL_DIR"), opt);
   const Model& model = *m.model;
@@ -47,7 +49,7 @@ int run_bench(int argc, char** argv) {
 
   std::vector<double> prefill, decode;
   for (int64_t r = 0; r < warm + reps; ++r) {
-    CacheList caches = model.make_caches();
+    CacheList caches = model.make_caches(kv);
     Tensor ids = random_ids(P, vocab, 1234 + r);
     Timer t;
     Tensor logits = model.forward(ids, caches, false);
@@ -69,6 +71,7 @@ int run_bench(int argc, char** argv) {
                         {"prompt_tokens", P},
                         {"gen_tokens", G},
                         {"repeats", reps},
+                        {"kv_cache", kv.kind},
                         {"prefill_tokens_per_second", median(prefill)},
                         {"decode_tokens_per_second", median(decode)},
                         {"prefill_min", *std::min_element(prefill.begin(), prefill.end())},

@@ -51,9 +51,11 @@ int run_generate(int argc, char** argv) {
       .flag("chat", "", "wrap PROMPT as a user message in the model's chat template (with the generation prompt)")
       .flag("json", "", "print one JSON object at the end (ids, text, timings) instead of streaming");
   add_runtime_flags(a);
+  add_kv_cache_flags(a);
   if (!a.parse(argc, argv)) return 0;
   TERN_CHECK(a.has("ids") != a.has("PROMPT"), "[generate] expected exactly one of PROMPT or --ids");
 
+  const KVCacheOptions kv = kv_cache_options(a);
   LoadedModel m = load_for_cli(a.get("MODEL_DIR"), runtime_options(a));
   std::vector<int32_t> prompt;
   if (a.has("ids")) {
@@ -71,6 +73,7 @@ int run_generate(int argc, char** argv) {
   opt.sampling = sampling_from(a, m.generation);
   opt.stop_ids = m.generation.eos_token_ids;
   opt.prefill_chunk = a.get_int("prefill-chunk");
+  opt.kv = kv;
   const bool json = a.has("json");
 
   std::optional<text::StreamDecoder> stream;

@@ -19,14 +19,34 @@ std::string human_bytes(double b) {
   return fmt::format("{:.2f} {}", b, units[u]);
 }
 
+// "80GB", "80GiB", "512MiB", "1e9": bytes (decimal units for GB/MB, binary for GiB/MiB).
+double parse_memory(const std::string& s) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = s.substr(used);
+  const std::map<std::string, double> units = {{"", 1},          {"B", 1},           {"KB", 1e3},  {"MB", 1e6},
+                                               {"GB", 1e9},      {"TB", 1e12},       {"KiB", 1024.0}, {"MiB", 1048576.0},
+                                               {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
+  TERN_CHECK(used > 0 && v > 0 && units.count(unit), "[info] expected --memory like 80GB or 24GiB, got '{}'", s);
+  return v * units.at(unit);
+}
+
 int run_info(int argc, char** argv) {
   Args a("info", "Describe a model directory: architecture, parameters, dtypes, memory needed.");
   a.positional("MODEL_DIR", "a Hugging Face model directory")
       .flag("context", "N", "context length for the KV-cache estimate (default: max_position_embeddings)")
+      .flag("memory", "SIZE", "device memory (e.g. 80GB, 24GiB): report the context that fits beside the weights")
       .flag("json", "", "print JSON instead of text");
   add_runtime_flags(a);
+  add_kv_cache_flags(a);
   if (!a.parse(argc, argv)) return 0;
   const std::string dir = a.get("MODEL_DIR");
+  const KVCacheOptions kv = kv_cache_options(a);
   LoadOptions opt = runtime_options(a);
   io::ModelConfig c = io::load_model_config(dir);
   io::WeightStore store = io::WeightStore::open(dir);
@@ -40,7 +60,10 @@ int run_info(int argc, char** argv) {
   }
   const int64_t ctx = a.has("context") ? a.get_int("context") : std::max<int64_t>(c.max_position_embeddings, 1);
   const int64_t kv_elem = opt.device.is_cpu() ? 4 : 2;
-  const int64_t kv_per_token = 2 * c.n_layer * c.n_head_kv * c.head_dim * kv_elem;
+  int64_t kv_per_token = 0;
+  for (int64_t i = 0; i < c.n_layer; ++i)
+    kv_per_token += kv_bytes_per_token(kv, {.attention_index = i, .attention_layers = c.n_layer}, c.n_head_kv,
+                                       c.head_dim, c.head_dim, kv_elem);
   // Matrices stay bf16 on the CPU (they widen exactly per block); norms and biases are widened to f32.
   const int64_t weight_bytes = opt.device.is_cpu() ? static_cast<int64_t>(store.total_bytes())
                                                    : params * static_cast<int64_t>(dtype_size(opt.dtype));
@@ -64,7 +87,15 @@ int run_info(int argc, char** argv) {
                         {"kv_bytes_per_token", kv_per_token},
                         {"context", ctx},
                         {"kv_bytes_at_context", kv_per_token * ctx},
-                        {"total_bytes_at_context", weight_bytes + kv_per_token * ctx}};
+                        {"total_bytes_at_context", weight_bytes + kv_per_token * ctx},
+                        {"kv_cache", kv.kind}};
+  int64_t fits = -1;
+  if (a.has("memory")) {
+    const double mem = parse_memory(a.get("memory"));
+    fits = mem > weight_bytes ? static_cast<int64_t>((mem - weight_bytes) / kv_per_token) : 0;
+    out["memory_bytes"] = mem;
+    out["context_that_fits"] = fits;
+  }
   if (a.has("json")) {
     std::puts(out.dump().c_str());
     return 0;
@@ -84,6 +115,9 @@ int run_info(int argc, char** argv) {
               human_bytes(static_cast<double>(weight_bytes)).c_str(), human_bytes(static_cast<double>(kv_per_token)).c_str(),
               human_bytes(static_cast<double>(kv_per_token * ctx)).c_str(), (long long)ctx,
               human_bytes(static_cast<double>(weight_bytes + kv_per_token * ctx)).c_str());
+  std::printf("kv cache     %s: %lld bytes per token\n", kv.kind.c_str(), (long long)kv_per_token);
+  if (fits >= 0)
+    std::printf("fits         %lld tokens of context in %s beside the weights\n", (long long)fits, a.get("memory").c_str());
   return 0;
 }
 

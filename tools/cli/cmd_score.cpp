@@ -21,9 +21,11 @@ int run_score(int argc, char** argv) {
       .flag("chunk", "N", "feed the tokens N at a time through the generation cache (0 = one forward)", "0")
       .flag("logits-out", "FILE", "write all logits as one f32 tensor 'logits' [n_tokens, vocab] to a safetensors file");
   add_runtime_flags(a);
+  add_kv_cache_flags(a);
   if (!a.parse(argc, argv)) return 0;
   TERN_CHECK(a.has("ids") != a.has("text-file"), "[score] expected exactly one of --ids or --text-file");
 
+  const KVCacheOptions kv = kv_cache_options(a);
   LoadedModel m = load_for_cli(a.get("MODEL_DIR"), runtime_options(a));
   std::vector<int32_t> ids;
   if (a.has("ids")) {
@@ -40,7 +42,7 @@ int run_score(int argc, char** argv) {
     TERN_CHECK(n >= 2, "[score] expected --max-tokens >= 2, got {}", n);
     if (static_cast<int64_t>(ids.size()) > n) ids.resize(n);
   }
-  ScoreResult r = score_tokens(*m.model, ids, a.get_int("chunk"), a.has("logits-out"));
+  ScoreResult r = score_tokens(*m.model, ids, a.get_int("chunk"), a.has("logits-out"), kv);
   if (a.has("logits-out")) io::save_safetensors(a.get("logits-out"), {{"logits", r.logits}});
   nlohmann::json out = {{"n_tokens", r.n_tokens}, {"nll", r.nll}, {"perplexity", r.perplexity},
                         {"seconds", r.seconds}};

@@ -35,6 +35,24 @@ LoadOptions runtime_options(const Args& args) {
   return o;
 }
 
+void add_kv_cache_flags(Args& args) {
+  args.flag("kv-cache", "KIND", "KV storage: bf16 (plain), affine8, affine4, turbo (= turbo:k8v3) or turbo:k8v<2|3|4|8>",
+            "bf16")
+      .flag("kv-group", "G", "affine group size along head_dim: 32, 64 or 128", "64")
+      .flag("kv-start", "S", "stay unquantized until the cache holds S positions (bf16-first)", "0")
+      .flag("kv-boundary", "N", "keep the first and last N attention layers unquantized", "0");
+}
+
+KVCacheOptions kv_cache_options(const Args& args) {
+  KVCacheOptions o;
+  o.kind = args.get("kv-cache");
+  o.group = args.get_int("kv-group");
+  o.start = args.get_int("kv-start");
+  o.boundary = args.get_int("kv-boundary");
+  o.validate();
+  return o;
+}
+
 LoadedModel load_for_cli(const std::string& dir, const LoadOptions& options) {
   TERN_CHECK(std::filesystem::is_directory(dir), "[cli] expected a model directory, got '{}' (no such directory)", dir);
   LoadedModel m;

@@ -7,6 +7,7 @@
 
 #include "tern/io/generation_config.h"
 #include "tern/models/registry.h"
+#include "tern/state/kv_cache_options.h"
 #include "tern/text/tokenizer.h"
 #include "tools/cli/command.h"
 
@@ -23,6 +24,11 @@ struct LoadedModel {
   std::optional<text::Tokenizer> tokenizer;  // absent when the directory has no tokenizer.json
   io::GenerationConfig generation;
 };
+
+// Adds --kv-cache, --kv-group, --kv-start and --kv-boundary.
+void add_kv_cache_flags(Args& args);
+// The KV storage those flags name, validated (a bad value throws one "[kv-cache] ..." line).
+KVCacheOptions kv_cache_options(const Args& args);
 
 // Loads dir's model, its tokenizer.json when present, and generation_config.json.
 LoadedModel load_for_cli(const std::string& dir, const LoadOptions& options);

@@ -1,0 +1,160 @@
+// QuantizedKVCache: position-major encoded rows, the decode-then-attend read, trimming.
+#include "tern/state/quantized_kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+
+#include "tern/base/parallel.h"
+#include "tern/ops/attention.h"
+#include "tern/ops/elementwise.h"
+
+namespace tern {
+namespace {
+
+// Attention over decoded keys/values; when the values were read in another domain (TurboQuant's
+// deferred read), each output row is mapped back once.
+class DecodedRead : public AttentionRead {
+ public:
+  DecodedRead(Tensor k, Tensor v, int64_t q_offset, std::function<void(float*)> finish)
+      : k_(std::move(k)), v_(std::move(v)), finish_(std::move(finish)) {
+    mask_.causal = true;
+    mask_.q_offset = q_offset;
+  }
+  Tensor attend(const Tensor& q, float scale, float softcap) const override {
+    if (!finish_) return ops::sdpa(q, k_, v_, scale, mask_, softcap);
+    Tensor q32 = q.dtype() == Dtype::f32 ? q : ops::cast(q, Dtype::f32);
+    Tensor o = ops::sdpa(q32, k_, v_, scale, mask_, softcap).contiguous();  // [B, Hq, L, Dv]
+    const int64_t dv = o.size(3), rows = o.numel() / dv;
+    float* p = o.data<float>();
+    parallel_for(rows, 16, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) finish_(p + r * dv);
+    });
+    return q.dtype() == Dtype::f32 ? o : ops::cast(o, q.dtype());
+  }
+
+ private:
+  Tensor k_, v_;
+  ops::AttentionMask mask_;
+  std::function<void(float*)> finish_;
+};
+
+Tensor as_f32(const Tensor& x) { return (x.dtype() == Dtype::f32 ? x : ops::cast(x, Dtype::f32)).contiguous(); }
+
+}  // namespace
+
+Tensor QuantizedKVCache::rope_positions(const Tensor& x, const ops::RopeTable& rope) const {
+  return ops::rope(x, uniform_positions(offset_, x.size(2)).to(x.device()), rope);
+}
+
+int64_t QuantizedKVCache::trim(int64_t n) {
+  TERN_CHECK(n >= 0, "[kv-cache] expected a non-negative trim count, got {}", n);
+  const int64_t t = std::min(n, offset_);
+  offset_ -= t;
+  keys_.resize(static_cast<size_t>(offset_ * rows_ * key_row_bytes_));
+  values_.resize(static_cast<size_t>(offset_ * rows_ * value_row_bytes_));
+  return t;
+}
+
+int64_t QuantizedKVCache::bytes() const { return static_cast<int64_t>(keys_.capacity() + values_.capacity()); }
+
+void QuantizedKVCache::check_append(const Tensor& k, const Tensor& v) const {
+  TERN_CHECK(k.device().is_cpu() && v.device().is_cpu(), "[kv-cache] {} storage is not implemented on CUDA yet",
+             kind_name());
+  TERN_CHECK(k.rank() == 4 && v.rank() == 4, "[kv-cache] expected k and v of rank 4 [B, Hkv, L, D], got {} and {}",
+             shape_str(k.shape()), shape_str(v.shape()));
+  TERN_CHECK(k.size(0) == v.size(0) && k.size(1) == v.size(1) && k.size(2) == v.size(2),
+             "[kv-cache] expected k and v to agree on [B, Hkv, L], got {} and {}", shape_str(k.shape()),
+             shape_str(v.shape()));
+  if (rows_ > 0) {
+    TERN_CHECK(k.size(0) == batch_ && k.size(1) == heads_ && k.size(3) == key_dim_ && v.size(3) == value_dim_,
+               "[kv-cache] expected appends of [{}, {}, L, {}] / [.., {}], got {} and {}", batch_, heads_, key_dim_,
+               value_dim_, shape_str(k.shape()), shape_str(v.shape()));
+  }
+}
+
+void QuantizedKVCache::ensure_configured(const Tensor& k, const Tensor& v) {
+  if (rows_ > 0) return;
+  configure(k.size(3), v.size(3), key_row_bytes_, value_row_bytes_);
+  key_dim_ = k.size(3);
+  value_dim_ = v.size(3);
+  batch_ = k.size(0);
+  heads_ = k.size(1);
+  rows_ = batch_ * heads_;
+}
+
+void QuantizedKVCache::store(const Tensor& k_in, const Tensor& v_in) {
+  check_append(k_in, v_in);
+  ensure_configured(k_in, v_in);
+  Tensor k = as_f32(k_in), v = as_f32(v_in);
+  const int64_t n = k.size(2), start = offset_;
+  keys_.resize(static_cast<size_t>((start + n) * rows_ * key_row_bytes_));
+  values_.resize(static_cast<size_t>((start + n) * rows_ * value_row_bytes_));
+  const float* kp = k.data<float>();
+  const float* vp = v.data<float>();
+  parallel_for(n * rows_, 8, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t pos = i / rows_, row = i % rows_;
+      const int64_t dst = (start + pos) * rows_ + row;
+      encode_key(kp + (row * n + pos) * key_dim_, keys_.data() + dst * key_row_bytes_);
+      encode_value(vp + (row * n + pos) * value_dim_, values_.data() + dst * value_row_bytes_);
+    }
+  });
+  offset_ = start + n;
+}
+
+// [B, Hkv, offset + extra, dim] f32 with the first offset positions decoded (the rest uninitialised).
+Tensor QuantizedKVCache::decode_prefix(bool keys, bool read_domain, int64_t extra) const {
+  const int64_t dim = keys ? key_dim_ : value_dim_, total = offset_ + extra;
+  Tensor out = Tensor::empty({batch_, heads_, total, dim}, Dtype::f32);
+  float* op = out.data<float>();
+  const int64_t row_bytes = keys ? key_row_bytes_ : value_row_bytes_;
+  const uint8_t* src = keys ? keys_.data() : values_.data();
+  parallel_for(offset_ * rows_, 8, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const int64_t pos = i / rows_, row = i % rows_;
+      const uint8_t* in = src + i * row_bytes;
+      float* x = op + (row * total + pos) * dim;
+      if (keys) decode_key(in, x);
+      else if (read_domain) decode_value_for_read(in, x);
+      else decode_value(in, x);
+    }
+  });
+  return out;
+}
+
+Tensor QuantizedKVCache::dequantized_keys() const {
+  TERN_CHECK(rows_ > 0, "[kv-cache] expected a {} storage holding positions, got an empty one", kind_name());
+  return decode_prefix(true, false, 0);
+}
+
+Tensor QuantizedKVCache::dequantized_values() const {
+  TERN_CHECK(rows_ > 0, "[kv-cache] expected a {} storage holding positions, got an empty one", kind_name());
+  return decode_prefix(false, false, 0);
+}
+
+std::unique_ptr<AttentionRead> QuantizedKVCache::append(const Tensor& k_in, const Tensor& v_in, AppendPhase phase) {
+  check_append(k_in, v_in);
+  TERN_CHECK(phase == AppendPhase::window || k_in.size(2) == 1,
+             "[kv-cache] expected one position for a decode append, got {}", k_in.size(2));
+  Tensor k = as_f32(k_in), v = as_f32(v_in);
+  const int64_t start = offset_, n = k.size(2);
+  ensure_configured(k, v);
+  Tensor kr = decode_prefix(true, true, n), vr = decode_prefix(false, true, n);
+  kr.slice(2, start, start + n).copy_from(k);
+  Tensor vnew = vr.slice(2, start, start + n);
+  vnew.copy_from(v);
+  if (read_needs_finish()) {
+    float* vp = vr.data<float>();
+    const int64_t total = start + n;
+    parallel_for(rows_ * n, 16, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) read_domain_value(vp + ((i / n) * total + start + i % n) * value_dim_);
+    });
+  }
+  store(k, v);
+  std::function<void(float*)> finish;
+  if (read_needs_finish()) finish = [this](float* x) { finish_output_row(x); };
+  return std::make_unique<DecodedRead>(std::move(kr), std::move(vr), start, std::move(finish));
+}
+
+}  // namespace tern

@@ -1,0 +1,44 @@
+// bf16-first precision transitions: the cache stores unquantized (the plain storage) until an append
+// leaves it holding >= start positions; that append is read unquantized, then the whole prefix
+// converts into the quantized storage before append returns. The first append is always unquantized
+// (even with start 0), and the switch is irreversible.
+#pragma once
+#include <memory>
+
+#include "tern/state/plain_kv_cache.h"
+#include "tern/state/quantized_kv_cache.h"
+
+namespace tern {
+
+class TransitionKVCache : public KVCache {
+ public:
+  // start >= 0; quantized: the (empty) storage the cache converts into.
+  TransitionKVCache(int64_t start, std::unique_ptr<QuantizedKVCache> quantized);
+
+  // The storage held now: the plain one's signature before the transition, the quantized one's after.
+  std::string signature() const override;
+  int64_t offset() const override;
+  Tensor rope_positions(const Tensor& x, const ops::RopeTable& rope) const override;
+  bool is_trimmable() const override { return true; }
+  int64_t trim(int64_t n) override;
+  // 0 before the transition; the transition point after it (positions before it were re-encoded).
+  int64_t minimum_reusable_offset() const override;
+  // Before the transition: start - offset (at least 1: any append converts once start is reached);
+  // after it, unlimited.
+  int64_t max_append_tokens() const override;
+  int64_t bytes() const override;
+  std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) override;
+
+  bool converted() const { return converted_; }
+  int64_t transition_offset() const { return transition_; }
+  const QuantizedKVCache& quantized() const { return *quantized_; }
+
+ private:
+  int64_t start_ = 0;
+  bool converted_ = false;
+  int64_t transition_ = 0;
+  PlainKVCache plain_;
+  std::unique_ptr<QuantizedKVCache> quantized_;
+};
+
+}  // namespace tern

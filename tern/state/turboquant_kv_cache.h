@@ -1,0 +1,34 @@
+// TurboQuant KV storage, signature "kv:turboquant:k<K>v<V>" (K = 8; V in {2, 3, 4, 8}): keys int8 per
+// group of 32, values rotated and Lloyd-Max coded (tern/state/turboquant.h). Two reads, fixed per
+// cache: decoded (values rotated back to their own domain, ordinary attention) or deferred (attention
+// over the still-rotated values, then one inverse rotation per output row; attention is linear in V).
+#pragma once
+#include "tern/state/quantized_kv_cache.h"
+
+namespace tern {
+
+class TurboQuantKVCache : public QuantizedKVCache {
+ public:
+  const char* kind_name() const override { return "turboquant"; }
+  // key_bits 8 (4 and 3 throw "not supported yet"); value_bits 2, 3, 4 or 8.
+  TurboQuantKVCache(int key_bits, int value_bits, bool deferred_values);
+  std::string signature() const override;
+  bool deferred_values() const { return deferred_; }
+
+ protected:
+  void configure(int64_t key_dim, int64_t value_dim, int64_t& key_row_bytes, int64_t& value_row_bytes) override;
+  void encode_key(const float* x, uint8_t* out) const override;
+  void decode_key(const uint8_t* in, float* x) const override;
+  void encode_value(const float* x, uint8_t* out) const override;
+  void decode_value_for_read(const uint8_t* in, float* x) const override;
+  void decode_value(const uint8_t* in, float* x) const override;
+  void read_domain_value(float* x) const override;
+  void finish_output_row(float* x) const override;
+  bool read_needs_finish() const override { return deferred_; }
+
+ private:
+  int key_bits_ = 8, value_bits_ = 3;
+  bool deferred_ = false;
+};
+
+}  // namespace tern
