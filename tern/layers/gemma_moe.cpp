@@ -27,7 +27,7 @@ GemmaMoe GemmaMoe::load(const WeightLoader& w, const GemmaMoeShape& shape) {
   Tensor down = w.get_matrix("experts.down_proj", {E, H, I});
   for (int64_t e = 0; e < E; ++e) {
     Tensor gu = gate_up.select(0, e);  // gate is the first half, as chunk(2) splits it
-    m.experts_.push_back(Expert{gu.slice(0, 0, I), gu.slice(0, I, 2 * I), down.select(0, e)});
+    m.experts_.push_back(ExpertWeights{gu.slice(0, 0, I), gu.slice(0, I, 2 * I), down.select(0, e)});
   }
   return m;
 }
@@ -43,7 +43,7 @@ RouterChoice GemmaMoe::route(const Tensor& r) const {
 }
 
 Tensor GemmaMoe::forward(const Tensor& r, const Tensor& x) const {
-  const int64_t H = shape_.hidden, E = shape_.n_expert, K = shape_.n_expert_used;
+  const int64_t H = shape_.hidden;
   TERN_CHECK(x.defined() && r.defined() && x.rank() >= 1 && x.size(-1) == H && r.shape() == x.shape(),
              "[moe] expected router input and expert input of one shape [..., {}], got {} and {}", H,
              r.defined() ? shape_str(r.shape()) : std::string("undefined"),
@@ -54,38 +54,7 @@ Tensor GemmaMoe::forward(const Tensor& r, const Tensor& x) const {
   Tensor x2 = x.reshape({T, H}).contiguous();  // [T, hidden]
   RouterChoice route_choice = route(r.reshape({T, H}).contiguous());
 
-  std::vector<std::vector<int32_t>> rows(E);
-  std::vector<std::vector<float>> weights(E);
-  const int32_t* chosen = route_choice.experts.data<int32_t>();
-  const float* mix = route_choice.weights.data<float>();
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t j = 0; j < K; ++j) {
-      const int32_t e = chosen[t * K + j];
-      TERN_ASSERT(e >= 0 && e < E, "[moe] router chose expert {} of {}", e, E);
-      rows[e].push_back(static_cast<int32_t>(t));
-      weights[e].push_back(mix[t * K + j]);
-    }
-  }
-
-  Tensor out = Tensor::zeros({T, H}, Dtype::f32);  // [T, hidden]
-  float* o = out.data<float>();
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t n = static_cast<int64_t>(rows[e].size());
-    if (n == 0) continue;
-    const Expert& ex = experts_[e];
-    Tensor xe = ops::embedding(x2, Tensor::from_vector(rows[e], {n}), x2.dtype());       // [n, hidden]
-    Tensor h = ops::geglu(ops::linear(xe, ex.gate), ops::linear(xe, ex.up), true);        // [n, inter]
-    Tensor ye = ops::linear(h, ex.down);                                                  // [n, hidden]
-    if (ye.dtype() != Dtype::f32) ye = ops::cast(ye, Dtype::f32);
-    ye = ye.contiguous();
-    const float* y = ye.data<float>();
-    for (int64_t i = 0; i < n; ++i) {
-      float* dst = o + static_cast<int64_t>(rows[e][i]) * H;
-      const float* src = y + i * H;
-      const float wt = weights[e][i];
-      for (int64_t c = 0; c < H; ++c) dst[c] += wt * src[c];
-    }
-  }
+  Tensor out = mix_experts(x2, route_choice, experts_, ExpertActivation::geglu_tanh);  // [T, hidden] f32
   if (x.dtype() != Dtype::f32) out = ops::cast(out, x.dtype());
   return out.view(x.shape());
 }

@@ -29,15 +29,11 @@ class GemmaMoe {
   Tensor forward(const Tensor& r, const Tensor& x) const;
 
  private:
-  struct Expert {
-    Tensor gate, up;  // [inter, hidden]
-    Tensor down;      // [hidden, inter]
-  };
   GemmaMoeShape shape_;
   Linear proj_;            // [n_expert, hidden]
   Tensor scale_;           // [hidden]
   std::vector<float> per_expert_scale_;
-  std::vector<Expert> experts_;
+  std::vector<ExpertWeights> experts_;
 };
 
 }  // namespace tern

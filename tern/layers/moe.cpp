@@ -37,28 +37,22 @@ SparseMoe SparseMoe::load(const WeightLoader& w, const SparseMoeShape& shape) {
     Tensor down = w.get_matrix("experts.down_proj", {E, H, I});
     for (int64_t e = 0; e < E; ++e) {
       Tensor gu = gate_up.select(0, e);
-      m.experts_.push_back(Expert{gu.slice(0, 0, I), gu.slice(0, I, 2 * I), down.select(0, e)});
+      m.experts_.push_back(ExpertWeights{gu.slice(0, 0, I), gu.slice(0, I, 2 * I), down.select(0, e)});
     }
   } else {
     for (int64_t e = 0; e < E; ++e) {
       WeightLoader x = w.sub("experts." + std::to_string(e) + ".");
-      m.experts_.push_back(Expert{x.get_matrix("gate_proj.weight", {I, H}), x.get_matrix("up_proj.weight", {I, H}),
+      m.experts_.push_back(ExpertWeights{x.get_matrix("gate_proj.weight", {I, H}), x.get_matrix("up_proj.weight", {I, H}),
                                   x.get_matrix("down_proj.weight", {H, I})});
     }
   }
   return m;
 }
 
-Tensor SparseMoe::forward(const Tensor& x) const {
-  const int64_t H = shape_.hidden, E = shape_.n_expert, K = shape_.n_expert_used;
-  TERN_CHECK(x.defined() && x.rank() >= 1 && x.size(-1) == H, "[moe] expected x [..., {}], got {}", H,
-             x.defined() ? shape_str(x.shape()) : std::string("an undefined tensor"));
-  TERN_CHECK(x.device().is_cpu(), "[moe] expected a cpu tensor (the grouped CUDA path is not built), got {}",
-             x.device().str());
-  const int64_t T = x.numel() / H;
-  Tensor x2 = x.reshape({T, H}).contiguous();  // [T, hidden]
-  RouterChoice route = route_top_k(router_.forward(x2), K, shape_.norm_topk_prob);
-
+Tensor mix_experts(const Tensor& x, const RouterChoice& route, const std::vector<ExpertWeights>& experts,
+                   ExpertActivation act) {
+  const int64_t T = x.size(0), H = x.size(1), K = route.experts.size(1);
+  const auto E = static_cast<int64_t>(experts.size());
   // Bucket (token, weight) pairs by expert; top-k picks distinct experts, so a bucket holds each token once.
   std::vector<std::vector<int32_t>> rows(E);
   std::vector<std::vector<float>> weights(E);
@@ -78,10 +72,11 @@ Tensor SparseMoe::forward(const Tensor& x) const {
   for (int64_t e = 0; e < E; ++e) {
     const int64_t n = static_cast<int64_t>(rows[e].size());
     if (n == 0) continue;
-    const Expert& ex = experts_[e];
-    Tensor xe = ops::embedding(x2, Tensor::from_vector(rows[e], {n}), x2.dtype());  // [n, hidden]
-    Tensor h = ops::swiglu(ops::linear(xe, ex.gate), ops::linear(xe, ex.up));      // [n, inter]
-    Tensor ye = ops::linear(h, ex.down);                                             // [n, hidden]
+    const ExpertWeights& ex = experts[e];
+    Tensor xe = ops::embedding(x, Tensor::from_vector(rows[e], {n}), x.dtype());  // [n, hidden]
+    Tensor g = ops::linear(xe, ex.gate), u = ops::linear(xe, ex.up);               // [n, inter]
+    Tensor h = act == ExpertActivation::swiglu ? ops::swiglu(g, u) : ops::geglu(g, u, true);
+    Tensor ye = ops::linear(h, ex.down);  // [n, hidden]
     if (ye.dtype() != Dtype::f32) ye = ops::cast(ye, Dtype::f32);
     ye = ye.contiguous();
     const float* y = ye.data<float>();
@@ -92,6 +87,20 @@ Tensor SparseMoe::forward(const Tensor& x) const {
       for (int64_t c = 0; c < H; ++c) dst[c] += wt * src[c];
     }
   }
+  return out;
+}
+
+Tensor SparseMoe::forward(const Tensor& x) const {
+  const int64_t H = shape_.hidden, K = shape_.n_expert_used;
+  TERN_CHECK(x.defined() && x.rank() >= 1 && x.size(-1) == H, "[moe] expected x [..., {}], got {}", H,
+             x.defined() ? shape_str(x.shape()) : std::string("an undefined tensor"));
+  TERN_CHECK(x.device().is_cpu(), "[moe] expected a cpu tensor (the grouped CUDA path is not built), got {}",
+             x.device().str());
+  const int64_t T = x.numel() / H;
+  Tensor x2 = x.reshape({T, H}).contiguous();  // [T, hidden]
+  RouterChoice route = route_top_k(router_.forward(x2), K, shape_.norm_topk_prob);
+
+  Tensor out = mix_experts(x2, route, experts_, ExpertActivation::swiglu);  // [T, hidden] f32
   if (x.dtype() != Dtype::f32) out = ops::cast(out, x.dtype());
   return out.view(x.shape());
 }

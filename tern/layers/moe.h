@@ -18,6 +18,20 @@ struct RouterChoice {
 // Throws "[moe] expected ..." for a logits tensor that is not 2-D or k outside [1, n_expert].
 RouterChoice route_top_k(const Tensor& logits, int64_t k, bool renormalize);
 
+// One expert's gated MLP weights.
+struct ExpertWeights {
+  Tensor gate, up;  // [inter, hidden]
+  Tensor down;      // [hidden, inter]
+};
+
+enum class ExpertActivation { swiglu, geglu_tanh };
+
+// x [T, hidden] (contiguous, CPU) -> [T, hidden] f32: for each token the sum over its chosen experts of
+// weight * down(act(gate(x)) * up(x)). Tokens are bucketed by expert, so each expert runs once on
+// its rows. route.experts must index `experts`.
+Tensor mix_experts(const Tensor& x, const RouterChoice& route, const std::vector<ExpertWeights>& experts,
+                   ExpertActivation act);
+
 struct SparseMoeShape {
   int64_t hidden = 0;
   int64_t n_expert = 0;
@@ -40,13 +54,9 @@ class SparseMoe {
   const SparseMoeShape& shape() const { return shape_; }
 
  private:
-  struct Expert {
-    Tensor gate, up;  // [inter, hidden]
-    Tensor down;      // [hidden, inter]
-  };
   SparseMoeShape shape_;
   Linear router_;  // [n_expert, hidden]
-  std::vector<Expert> experts_;
+  std::vector<ExpertWeights> experts_;
 };
 
 }  // namespace tern

@@ -6,7 +6,7 @@
 namespace tern {
 
 std::unique_ptr<Model> load_llama(const std::string& dir, const io::ModelConfig& config, const LoadOptions& options) {
-  return std::make_unique<DenseDecoder>(dir, config, options, DenseDecoderSpec{.qk_norm = false});
+  return std::make_unique<DenseDecoder>(dir, config, options, DenseDecoderSpec{.qk_norm = false, .make_ffn = {}});
 }
 
 }  // namespace tern

@@ -5,7 +5,7 @@
 namespace tern {
 
 std::unique_ptr<Model> load_qwen3(const std::string& dir, const io::ModelConfig& config, const LoadOptions& options) {
-  return std::make_unique<DenseDecoder>(dir, config, options, DenseDecoderSpec{.qk_norm = true});
+  return std::make_unique<DenseDecoder>(dir, config, options, DenseDecoderSpec{.qk_norm = true, .make_ffn = {}});
 }
 
 }  // namespace tern

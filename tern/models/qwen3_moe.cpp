@@ -44,7 +44,7 @@ std::unique_ptr<Model> load_qwen3_moe(const std::string& dir, const io::ModelCon
   TERN_CHECK(act == GatedMlp::Act::silu, "[config] {}: expected hidden_act silu for qwen3_moe, got '{}'", config.path,
              config.hidden_act);
 
-  DenseDecoderSpec spec{.qk_norm = true};
+  DenseDecoderSpec spec{.qk_norm = true, .make_ffn = {}};
   spec.make_ffn = [=](const WeightLoader& w, int64_t layer) -> FeedForward {
     const bool dense = std::find(mlp_only.begin(), mlp_only.end(), layer) != mlp_only.end() || moe.n_expert <= 0 ||
                        (layer + 1) % sparse_step != 0;
