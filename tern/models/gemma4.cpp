@@ -223,11 +223,27 @@ class Gemma4Model : public Model {
         caches.push_back(nullptr);  // reads its donor's K/V
         continue;
       }
+      // Full layers take TurboQuant's deferred read (head_dim 512: one inverse rotation per output row
+      // instead of one per stored value row).
       caches.push_back(make_kv_cache(kv, {.attention_index = index++,
                                           .attention_layers = owners,
-                                          .window = l.spec.type == kSliding ? spec_.window : 0}));
+                                          .window = l.spec.type == kSliding ? spec_.window : 0,
+                                          .deferred_values = l.spec.type == kFull}));
     }
     return caches;
+  }
+
+  // Sliding layers: their ring; full layers: full (at their own head_dim and KV heads); KV-sharing layers
+  // hold nothing.
+  std::vector<LayerCacheSpec> cache_layout() const override {
+    std::vector<LayerCacheSpec> out;
+    for (const auto& l : layers_) {
+      LayerCacheSpec s{.n_head_kv = l.spec.n_head_kv, .head_dim = l.spec.head_dim, .value_dim = l.spec.head_dim};
+      if (l.spec.donor >= 0) s = {.kind = LayerCacheSpec::shared};
+      else if (l.spec.type == kSliding) s.kind = LayerCacheSpec::sliding, s.window = spec_.window;
+      out.push_back(s);
+    }
+    return out;
   }
 
   Tensor forward(const Tensor& ids, CacheList& caches, bool all_logits) const override {

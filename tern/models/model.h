@@ -6,6 +6,7 @@
 
 #include "tern/core/tensor.h"
 #include "tern/io/model_config.h"
+#include "tern/models/cache_layout.h"
 #include "tern/state/cache.h"
 #include "tern/state/kv_cache_options.h"
 
@@ -29,6 +30,16 @@ class Model {
   // ids [B, L] i32 on the CPU, appended to caches -> logits [B, L, vocab] (all_logits) or
   // [B, 1, vocab] for the last position only, f32 on the CPU.
   virtual Tensor forward(const Tensor& ids, CacheList& caches, bool all_logits) const = 0;
+
+  // What each layer's cache holds (in layer order), for memory accounting. The default: every layer a
+  // full-attention layer of the config's KV heads and head_dim.
+  virtual std::vector<LayerCacheSpec> cache_layout() const {
+    return std::vector<LayerCacheSpec>(static_cast<size_t>(config_.n_layer),
+                                       {.kind = LayerCacheSpec::full,
+                                        .n_head_kv = config_.n_head_kv,
+                                        .head_dim = config_.head_dim,
+                                        .value_dim = config_.head_dim});
+  }
 
   const io::ModelConfig& config() const { return config_; }
   const LoadOptions& options() const { return options_; }

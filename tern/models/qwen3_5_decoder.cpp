@@ -128,6 +128,24 @@ CacheList Qwen35Decoder::make_caches(const KVCacheOptions& kv) const {
   return caches;
 }
 
+std::vector<LayerCacheSpec> Qwen35Decoder::cache_layout() const {
+  std::vector<LayerCacheSpec> out;
+  for (const Block& b : blocks_) {
+    if (const auto* lin = std::get_if<GatedDeltaNet>(&b.mixer)) {
+      const RecurrentShape s = lin->make_cache()->shape();
+      const int64_t f32 = 4;
+      out.push_back({.kind = LayerCacheSpec::recurrent,
+                     .fixed_bytes = f32 * ((s.conv_kernel - 1) * s.conv_dim + s.n_v_head * s.d_k * s.d_v)});
+    } else {
+      out.push_back({.kind = LayerCacheSpec::full,
+                     .n_head_kv = config_.n_head_kv,
+                     .head_dim = config_.head_dim,
+                     .value_dim = config_.head_dim});
+    }
+  }
+  return out;
+}
+
 Tensor Qwen35Decoder::forward(const Tensor& ids, CacheList& caches, bool all_logits) const {
   TERN_CHECK(ids.rank() == 2 && ids.dtype() == Dtype::i32, "[model] expected ids [B, L] i32, got {} {}",
              shape_str(ids.shape()), dtype_name(ids.dtype()));

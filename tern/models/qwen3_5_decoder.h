@@ -33,6 +33,9 @@ class Qwen35Decoder : public Model {
   // A RecurrentCache per linear_attention layer, a make_kv_cache cache per full_attention layer
   // (attention_index counts full-attention layers only).
   CacheList make_caches(const KVCacheOptions& kv = {}) const override;
+  // linear_attention layers: recurrent (the conv history and the delta-rule state, f32); full_attention
+  // layers: full.
+  std::vector<LayerCacheSpec> cache_layout() const override;
   Tensor forward(const Tensor& ids, CacheList& caches, bool all_logits) const override;
 
  private:

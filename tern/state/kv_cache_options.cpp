@@ -5,8 +5,10 @@
 
 #include "tern/base/error.h"
 #include "tern/state/affine_kv_cache.h"
+#include "tern/state/affine_ring_kv_cache.h"
 #include "tern/state/plain_kv_cache.h"
 #include "tern/state/ring_kv_cache.h"
+#include "tern/state/ring_transition_kv_cache.h"
 #include "tern/state/transition_kv_cache.h"
 #include "tern/state/turboquant.h"
 #include "tern/state/turboquant_kv_cache.h"
@@ -49,7 +51,9 @@ void KVCacheOptions::validate() const {
 }
 
 bool kv_layer_is_quantized(const KVCacheOptions& options, const KVLayerInfo& layer) {
-  if (layer.window > 0 || parse_kv_scheme(options.kind).type == KVScheme::plain) return false;
+  const KVScheme::Type type = parse_kv_scheme(options.kind).type;
+  // Sliding layers take affine storage on their ring; TurboQuant is for full-attention layers only.
+  if (type == KVScheme::plain || (layer.window > 0 && type != KVScheme::affine)) return false;
   return layer.attention_index >= options.boundary && layer.attention_index < layer.attention_layers - options.boundary;
 }
 
@@ -67,6 +71,9 @@ std::unique_ptr<KVCache> make_kv_cache(const KVCacheOptions& options, const KVLa
   options.validate();
   if (kv_layer_is_quantized(options, layer)) {
     const KVScheme s = parse_kv_scheme(options.kind);
+    if (layer.window > 0)
+      return std::make_unique<RingTransitionKVCache>(
+          options.start, std::make_unique<AffineRingKVCache>(layer.window, s.key_bits, options.group));
     std::unique_ptr<QuantizedKVCache> q;
     if (s.type == KVScheme::affine) q = std::make_unique<AffineKVCache>(s.key_bits, options.group);
     else q = std::make_unique<TurboQuantKVCache>(s.key_bits, s.value_bits, layer.deferred_values);

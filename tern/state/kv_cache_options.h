@@ -39,7 +39,8 @@ struct KVScheme {
 // Parses KVCacheOptions::kind; throws `[kv-cache] ...` for an unknown kind or unsupported bits.
 KVScheme parse_kv_scheme(const std::string& kind);
 
-// Whether make_kv_cache gives this layer a quantized storage (full attention, outside the boundary).
+// Whether make_kv_cache gives this layer a quantized storage: outside the boundary, and full attention
+// or (affine kinds only) a sliding-window ring.
 bool kv_layer_is_quantized(const KVCacheOptions& options, const KVLayerInfo& layer);
 
 // Bytes one token takes in this layer's cache once quantized (plain layers: plain_element_bytes per
@@ -47,9 +48,10 @@ bool kv_layer_is_quantized(const KVCacheOptions& options, const KVLayerInfo& lay
 int64_t kv_bytes_per_token(const KVCacheOptions& options, const KVLayerInfo& layer, int64_t n_head_kv,
                            int64_t head_dim, int64_t value_dim, int64_t plain_element_bytes);
 
-// The cache for one attention layer: sliding layers (window > 0) get a ring of `window` positions,
-// full layers the storage `options` names (with the boundary layers kept unquantized); a quantized
-// storage sits behind the bf16-first transition at `options.start`.
+// The cache for one attention layer: sliding layers (window > 0) get a ring of `window` positions
+// (affine kinds: an affine ring; TurboQuant kinds: the plain ring), full layers the storage `options`
+// names (with the boundary layers kept unquantized); a quantized storage sits behind the bf16-first
+// transition at `options.start`.
 std::unique_ptr<KVCache> make_kv_cache(const KVCacheOptions& options, const KVLayerInfo& layer);
 
 }  // namespace tern

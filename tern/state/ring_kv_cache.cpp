@@ -28,6 +28,10 @@ class RingRead : public AttentionRead {
 
 }  // namespace
 
+std::unique_ptr<AttentionRead> make_ring_read(Tensor k, Tensor v, int64_t q_offset, int64_t window) {
+  return std::make_unique<RingRead>(std::move(k), std::move(v), q_offset, window);
+}
+
 RingKVCache::RingKVCache(int64_t window) : window_(window) {
   TERN_CHECK(window > 0, "[kv_cache] expected a ring window > 0, got {}", window);
 }

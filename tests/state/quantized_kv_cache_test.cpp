@@ -202,7 +202,9 @@ TEST(KVCacheFactory, BoundaryAndWindowLayersStayPlain) {
     auto c = make_kv_cache(o, layer);
     EXPECT_EQ(dynamic_cast<TransitionKVCache*>(c.get()) != nullptr, i >= 2 && i < 6) << i;
   }
-  EXPECT_FALSE(kv_layer_is_quantized(o, {.attention_index = 3, .attention_layers = 8, .window = 128}));
+  // affine kinds quantize sliding layers too (on their ring), the boundary still applies
+  EXPECT_TRUE(kv_layer_is_quantized(o, {.attention_index = 3, .attention_layers = 8, .window = 128}));
+  EXPECT_FALSE(kv_layer_is_quantized(o, {.attention_index = 1, .attention_layers = 8, .window = 128}));
 }
 
 TEST(KVCacheFactory, RejectsUnknownKindsAndBits) {

@@ -1,4 +1,5 @@
 // tern info: what a model directory holds and what it will take to run.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -6,6 +7,7 @@
 
 #include "tern/io/model_config.h"
 #include "tern/io/weights.h"
+#include "tern/models/cache_layout.h"
 #include "tern/ops/device.h"
 #include "tools/cli/model_args.h"
 
@@ -60,10 +62,23 @@ int run_info(int argc, char** argv) {
   }
   const int64_t ctx = a.has("context") ? a.get_int("context") : std::max<int64_t>(c.max_position_embeddings, 1);
   const int64_t kv_elem = opt.device.is_cpu() ? 4 : 2;
-  int64_t kv_per_token = 0;
-  for (int64_t i = 0; i < c.n_layer; ++i)
-    kv_per_token += kv_bytes_per_token(kv, {.attention_index = i, .attention_layers = c.n_layer}, c.n_head_kv,
-                                       c.head_dim, c.head_dim, kv_elem);
+  // What each layer's cache holds, as the model says (loaded on the CPU for this; weights are mapped).
+  const std::string type = c.text_model_type.empty() ? c.model_type : c.text_model_type;
+  const auto known = supported_model_types();
+  const bool supported = std::find(known.begin(), known.end(), type) != known.end() ||
+                         std::find(known.begin(), known.end(), c.model_type) != known.end();
+  const std::vector<LayerCacheSpec> layout =
+      supported ? load_model(dir, LoadOptions{})->cache_layout()
+                : std::vector<LayerCacheSpec>(static_cast<size_t>(c.n_layer),
+                                              {.n_head_kv = c.n_head_kv, .head_dim = c.head_dim, .value_dim = c.head_dim});
+  const int64_t kv_per_token = cache_bytes_per_token(layout, kv, kv_elem);
+  const CacheBytes at_ctx = cache_bytes(layout, kv, ctx, kv_elem);
+  std::map<std::string, int64_t> layer_kinds;
+  for (const auto& l : layout)
+    ++layer_kinds[l.kind == LayerCacheSpec::full      ? "full"
+                  : l.kind == LayerCacheSpec::sliding ? "sliding"
+                  : l.kind == LayerCacheSpec::shared  ? "shared"
+                                                      : "recurrent"];
   // Matrices stay bf16 on the CPU (they widen exactly per block); norms and biases are widened to f32.
   const int64_t weight_bytes = opt.device.is_cpu() ? static_cast<int64_t>(store.total_bytes())
                                                    : params * static_cast<int64_t>(dtype_size(opt.dtype));
@@ -86,13 +101,17 @@ int run_info(int argc, char** argv) {
                         {"weight_bytes_loaded", weight_bytes},
                         {"kv_bytes_per_token", kv_per_token},
                         {"context", ctx},
-                        {"kv_bytes_at_context", kv_per_token * ctx},
-                        {"total_bytes_at_context", weight_bytes + kv_per_token * ctx},
+                        {"kv_bytes_at_context", at_ctx.total()},
+                        {"kv_bytes_at_context_by_kind",
+                         {{"full", at_ctx.full}, {"sliding", at_ctx.sliding}, {"recurrent", at_ctx.recurrent}}},
+                        {"cache_layers", layer_kinds},
+                        {"kv_layout_known", supported},
+                        {"total_bytes_at_context", weight_bytes + at_ctx.total()},
                         {"kv_cache", kv.kind}};
   int64_t fits = -1;
   if (a.has("memory")) {
     const double mem = parse_memory(a.get("memory"));
-    fits = mem > weight_bytes ? static_cast<int64_t>((mem - weight_bytes) / kv_per_token) : 0;
+    fits = mem > weight_bytes ? context_that_fits(layout, kv, kv_elem, mem - weight_bytes) : 0;
     out["memory_bytes"] = mem;
     out["context_that_fits"] = fits;
   }
@@ -111,11 +130,18 @@ int run_info(int argc, char** argv) {
   std::printf("parameters   %lld (%s; checkpoint %s)\n", (long long)params, dts.c_str(),
               human_bytes(static_cast<double>(store.total_bytes())).c_str());
   std::printf("device       %s, compute dtype %s\n", out["device"].get<std::string>().c_str(), dtype_name(opt.dtype));
-  std::printf("memory       weights %s + KV cache %s per token (%s at %lld tokens) = %s\n",
-              human_bytes(static_cast<double>(weight_bytes)).c_str(), human_bytes(static_cast<double>(kv_per_token)).c_str(),
-              human_bytes(static_cast<double>(kv_per_token * ctx)).c_str(), (long long)ctx,
-              human_bytes(static_cast<double>(weight_bytes + kv_per_token * ctx)).c_str());
-  std::printf("kv cache     %s: %lld bytes per token\n", kv.kind.c_str(), (long long)kv_per_token);
+  std::printf("memory       weights %s + caches %s at %lld tokens = %s\n",
+              human_bytes(static_cast<double>(weight_bytes)).c_str(), human_bytes(static_cast<double>(at_ctx.total())).c_str(),
+              (long long)ctx, human_bytes(static_cast<double>(weight_bytes + at_ctx.total())).c_str());
+  std::string kinds;
+  for (const auto& [k, n] : layer_kinds) kinds += fmt::format("{}{} {}", kinds.empty() ? "" : ", ", n, k);
+  std::printf("kv cache     %s: %lld bytes per token on full layers; %s at %lld tokens: full %s, sliding %s, recurrent %s "
+              "(layers: %s%s)\n",
+              kv.kind.c_str(), (long long)kv_per_token, human_bytes(static_cast<double>(at_ctx.total())).c_str(),
+              (long long)ctx, human_bytes(static_cast<double>(at_ctx.full)).c_str(),
+              human_bytes(static_cast<double>(at_ctx.sliding)).c_str(),
+              human_bytes(static_cast<double>(at_ctx.recurrent)).c_str(), kinds.c_str(),
+              supported ? "" : "; architecture not supported, all assumed full attention");
   if (fits >= 0)
     std::printf("fits         %lld tokens of context in %s beside the weights\n", (long long)fits, a.get("memory").c_str());
   return 0;

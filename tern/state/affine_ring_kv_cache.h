@@ -1,0 +1,59 @@
+// Affine storage on a sliding-window layer, signature "kv:ring:<window>:affine:<bits>:<group>": the
+// ring of RingKVCache (the last `window` positions, position p in slot p % window; trimmable until it
+// first wraps; RoPE positions absolute) holding AffineRowCodec rows instead of activations. An append
+// is read with its own keys/values as given and the stored positions decoded, then quantized on store.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "tern/state/affine_kv_cache.h"
+#include "tern/state/cache.h"
+
+namespace tern {
+
+class AffineRingKVCache : public KVCache {
+ public:
+  // window > 0; bits 4 or 8; group 32, 64 or 128 (head_dim a multiple of it, checked at the first store).
+  AffineRingKVCache(int64_t window, int bits, int64_t group);
+
+  std::string signature() const override;
+  int64_t offset() const override { return offset_; }
+  // x [B, H, L, D] rotated at the absolute positions [offset, offset + L).
+  Tensor rope_positions(const Tensor& x, const ops::RopeTable& rope) const override;
+  // True while no stored position has been overwritten (offset <= window).
+  bool is_trimmable() const override { return offset_ <= window_; }
+  // Drops the last n positions (min(n, offset)); throws "[kv-cache] ... has wrapped" once it has wrapped.
+  int64_t trim(int64_t n) override;
+  int64_t bytes() const override { return static_cast<int64_t>(keys_.capacity() + values_.capacity()); }
+  // CPU only. The read attends over the last min(offset, window - 1) stored positions (decoded) and the
+  // L new ones (as given) under a causal sliding-window mask; then the last min(L, window) are stored.
+  std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) override;
+
+  // Takes over a ring's contents without reading them: k [B, Hkv, n, D], v [.., Dv] hold positions
+  // [offset - n, offset) in time order (n <= window); each lands in slot p % window, as in the ring it
+  // came from. The cache must be empty.
+  void adopt(const Tensor& k, const Tensor& v, int64_t offset);
+  int64_t window() const { return window_; }
+  // Positions held: min(offset, window).
+  int64_t stored() const { return std::min(offset_, window_); }
+  // The held positions decoded, in time order: [B, Hkv, stored, D] / [.., Dv] f32.
+  Tensor temporal_keys() const { return decode_last(true, stored(), 0); }
+  Tensor temporal_values() const { return decode_last(false, stored(), 0); }
+
+ private:
+  void check_append(const Tensor& k, const Tensor& v) const;
+  void ensure_configured(const Tensor& k, const Tensor& v);
+  // [B, Hkv, n + extra, dim] f32 with the last n stored positions decoded first (the rest uninitialised).
+  Tensor decode_last(bool keys, int64_t n, int64_t extra) const;
+  // Encodes positions [offset - n, offset) from k, v [B, Hkv, n, D] f32 contiguous (n <= window).
+  void write(const Tensor& k, const Tensor& v);
+
+  int64_t window_ = 0;
+  AffineRowCodec key_, value_;
+  int64_t batch_ = 0, heads_ = 0, rows_ = 0;  // rows_ = batch_ * heads_ (0 before the first store)
+  int64_t offset_ = 0;
+  std::vector<uint8_t> keys_, values_;  // [slot, B, Hkv, row bytes], slots allocated up to the window
+};
+
+}  // namespace tern
