@@ -9,6 +9,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "tern/base/error.h"
 
@@ -238,8 +239,10 @@ ParsedCacheFile parse_cache_file(const uint8_t* data, size_t size, const std::st
     r.signature = d.str();
     const uint64_t n_entries = d.count(10);
     r.entries.resize(n_entries);
+    std::set<std::string> names;
     for (CacheEntry& e : r.entries) {
       e.name = d.str();
+      if (!names.insert(e.name).second) d.bad("entry '" + e.name + "' twice in one record");
       const uint8_t type = d.u8();
       if (type > CacheEntry::tensor) d.bad("entry type " + std::to_string(type));
       e.type = static_cast<CacheEntry::Type>(type);
