@@ -104,6 +104,7 @@ int run_generate(int argc, char** argv) {
   }
   nlohmann::json out;
   out["ids"] = r.ids;
+  out["logprobs"] = r.logprobs;
   out["text"] = m.tokenizer ? m.tokenizer->decode(r.ids, true) : "";
   out["prompt_tokens"] = r.prompt_tokens;
   out["cached_tokens"] = r.cached_tokens;
