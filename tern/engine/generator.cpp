@@ -32,7 +32,7 @@ GenerateResult generate(const Model& model, const std::vector<int32_t>& prompt, 
   GenerateResult r;
   r.prompt_tokens = static_cast<int64_t>(prompt.size());
   r.finish_reason = "length";
-  if (options.max_tokens == 0) return r;
+  if (options.max_tokens == 0 && options.prompt_cache_save.empty()) return r;
 
   CacheList caches = model.make_caches(options.kv);
   Sampler sampler(options.sampling);
@@ -40,13 +40,33 @@ GenerateResult generate(const Model& model, const std::vector<int32_t>& prompt, 
 
   Timer t;
   const int64_t n = r.prompt_tokens;
-  const int64_t chunk = options.prefill_chunk > 0 ? options.prefill_chunk : n;
   Tensor logits;
-  for (int64_t s = 0; s < n; s += chunk) {
+  int64_t done = 0;
+  if (!options.prompt_cache_load.empty()) {
+    const std::string& path = options.prompt_cache_load;
+    CacheFileContents c = load_cache_file(path, options.prompt_cache_identity, caches);
+    const int64_t m = static_cast<int64_t>(c.ids.size());
+    TERN_CHECK(m <= n, "[prompt-cache] {}: expected a prompt that starts with the file's {} tokens, got {} tokens", path,
+               m, n);
+    for (int64_t i = 0; i < m; ++i)
+      TERN_CHECK(c.ids[i] == prompt[i],
+                 "[prompt-cache] {}: expected a prompt that starts with the file's {} tokens, got {} instead of {} at "
+                 "position {}",
+                 path, m, prompt[i], c.ids[i], i);
+    TERN_CHECK(m < n || c.logits.defined(), "[prompt-cache] {}: holds no logits to continue the whole prompt from", path);
+    done = m;
+    logits = c.logits;
+  }
+  r.cached_tokens = done;
+  const int64_t chunk = options.prefill_chunk > 0 ? options.prefill_chunk : n - done;
+  for (int64_t s = done; s < n; s += chunk) {
     int64_t len = std::min(chunk, n - s);
     logits = model.forward(ids_tensor(prompt.data() + s, len), caches, false);
   }
   r.prefill_seconds = t.seconds();
+  if (!options.prompt_cache_save.empty())
+    save_cache_file(options.prompt_cache_save, options.prompt_cache_identity, prompt, logits, caches);
+  if (options.max_tokens == 0) return r;
 
   t.reset();
   for (int64_t step = 0; step < options.max_tokens; ++step) {

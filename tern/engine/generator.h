@@ -6,6 +6,7 @@
 
 #include "tern/models/model.h"
 #include "tern/sample/sampler.h"
+#include "tern/state/cache_file.h"
 
 namespace tern {
 
@@ -15,6 +16,11 @@ struct GenerateOptions {
   std::vector<int32_t> stop_ids;  // generation ends after emitting one of these (it is kept in ids)
   int64_t prefill_chunk = 0;      // 0: the whole prompt in one forward
   KVCacheOptions kv;              // the KV storage of the generation caches
+  // Prompt caches (tern/state/cache_file.h), checked against prompt_cache_identity. Load: the caches
+  // start from that file's state, the prompt must start with its ids and only the rest is prefilled.
+  // Save: the caches are written once the whole prompt is prefilled (before the first sampled token).
+  std::string prompt_cache_load, prompt_cache_save;
+  CacheFileIdentity prompt_cache_identity;
 };
 
 struct GenerateResult {
@@ -22,6 +28,7 @@ struct GenerateResult {
   std::vector<float> logprobs;         // per generated token, under the raw logits
   std::string finish_reason;           // "stop" or "length"
   int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;           // prompt tokens restored from a prompt-cache file (not prefilled)
   double prefill_seconds = 0, decode_seconds = 0;
   double prefill_tokens_per_second() const { return prefill_seconds > 0 ? prompt_tokens / prefill_seconds : 0; }
   // Decode speed counts the tokens produced by decode steps (all but the first, which prefill yields).

@@ -1,7 +1,17 @@
 // Shared helpers of the cache contract.
 #include "tern/state/cache.h"
 
+#include "tern/base/error.h"
+
 namespace tern {
+
+void Cache::save(CacheWriter&) const {
+  TERN_THROW("[prompt-cache] storage {} does not support persistence yet", signature());
+}
+
+void Cache::load(CacheReader&) {
+  TERN_THROW("[prompt-cache] storage {} does not support persistence yet", signature());
+}
 
 Tensor uniform_positions(int64_t offset, int64_t n) {
   Tensor p = Tensor::empty({n}, Dtype::i32);

@@ -23,6 +23,9 @@ class AttentionRead {
   virtual Tensor attend(const Tensor& q, float scale, float softcap = 0.0f) const = 0;
 };
 
+class CacheWriter;
+class CacheReader;
+
 class Cache {
  public:
   virtual ~Cache() = default;
@@ -41,6 +44,12 @@ class Cache {
   virtual int64_t max_append_tokens() const { return std::numeric_limits<int64_t>::max(); }
   // Device bytes held now.
   virtual int64_t bytes() const = 0;
+  // Persistence (tern/state/cache_file.h): save() writes everything needed to continue from this state;
+  // load() restores it into a fresh cache of the same configuration, checking the stored configuration
+  // against its own (a mismatch throws "[prompt-cache] <file>: ..."). The defaults throw
+  // "[prompt-cache] storage <signature> does not support persistence yet".
+  virtual void save(CacheWriter& out) const;
+  virtual void load(CacheReader& in);
 };
 
 // A cache of keys and values for one attention layer.

@@ -2,6 +2,7 @@
 #include "tern/state/plain_kv_cache.h"
 
 #include "tern/ops/attention.h"
+#include "tern/state/cache_file.h"
 
 namespace tern {
 namespace {
@@ -82,6 +83,33 @@ std::unique_ptr<AttentionRead> PlainKVCache::append(const Tensor& k, const Tenso
   dv.copy_from(v);
   offset_ = start + n;
   return std::make_unique<PlainRead>(keys(), values(), start, window_);
+}
+
+void PlainKVCache::save(CacheWriter& out) const {
+  out.put_string("kind", "plain");
+  out.put_int("window", window_);
+  out.put_int("offset", offset_);
+  if (offset_ > 0) {
+    out.put_tensor("keys", keys());
+    out.put_tensor("values", values());
+  }
+}
+
+void PlainKVCache::load(CacheReader& in) {
+  in.expect("kind", "plain");
+  in.expect("window", window_);
+  const int64_t n = in.get_int("offset");
+  keys_ = values_ = Tensor();
+  offset_ = 0;
+  if (n <= 0) return;
+  Tensor k = in.get_tensor("keys"), v = in.get_tensor("values");
+  if (k.rank() != 4 || v.rank() != 4 || k.size(2) != n || v.size(2) != n || k.size(0) != v.size(0) ||
+      k.size(1) != v.size(1) || k.dtype() != v.dtype())
+    in.fail(fmt::format("expected keys and values [B, Hkv, {}, D], got {} and {}", n, shape_str(k.shape()),
+                        shape_str(v.shape())));
+  keys_ = k;
+  values_ = v;
+  offset_ = n;
 }
 
 }  // namespace tern

@@ -20,6 +20,9 @@ class PlainKVCache : public KVCache {
   int64_t trim(int64_t n) override;
   int64_t bytes() const override;
   std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) override;
+  // Saves the stored prefix [B, Hkv, offset, D] as is; load() checks the window.
+  void save(CacheWriter& out) const override;
+  void load(CacheReader& in) override;
 
   int64_t capacity() const { return keys_.defined() ? keys_.size(2) : 0; }
   // Views of the stored prefix: [B, Hkv, offset, D] and [B, Hkv, offset, Dv].

@@ -8,6 +8,7 @@
 #include "tern/base/parallel.h"
 #include "tern/ops/attention.h"
 #include "tern/ops/elementwise.h"
+#include "tern/state/cache_file.h"
 
 namespace tern {
 namespace {
@@ -155,6 +156,56 @@ std::unique_ptr<AttentionRead> QuantizedKVCache::append(const Tensor& k_in, cons
   std::function<void(float*)> finish;
   if (read_needs_finish()) finish = [this](float* x) { finish_output_row(x); };
   return std::make_unique<DecodedRead>(std::move(kr), std::move(vr), start, std::move(finish));
+}
+
+void QuantizedKVCache::save(CacheWriter& out) const {
+  out.put_string("kind", "quantized");
+  out.put_string("signature", signature());
+  out.put_int("offset", offset_);
+  if (rows_ == 0) return;
+  out.put_int("batch", batch_);
+  out.put_int("heads", heads_);
+  out.put_int("key_dim", key_dim_);
+  out.put_int("value_dim", value_dim_);
+  out.put_int("key_row_bytes", key_row_bytes_);
+  out.put_int("value_row_bytes", value_row_bytes_);
+  out.put_bytes("keys", keys_);
+  out.put_bytes("values", values_);
+}
+
+void QuantizedKVCache::load(CacheReader& in) {
+  TERN_CHECK(rows_ == 0 && offset_ == 0, "[prompt-cache] expected a fresh {} storage to load into", kind_name());
+  in.expect("kind", "quantized");
+  in.expect("signature", signature());
+  const int64_t n = in.get_int("offset");
+  if (!in.has("batch")) {
+    if (n != 0) in.fail(fmt::format("{} positions stored without a row layout", n));
+    return;
+  }
+  const int64_t batch = in.get_int("batch"), heads = in.get_int("heads");
+  const int64_t key_dim = in.get_int("key_dim"), value_dim = in.get_int("value_dim");
+  if (batch <= 0 || heads <= 0 || key_dim <= 0 || value_dim <= 0 || n < 0)
+    in.fail(fmt::format("expected a positive row layout, got batch {}, heads {}, dims {} / {}, offset {}", batch, heads,
+                        key_dim, value_dim, n));
+  int64_t krb = 0, vrb = 0;
+  configure(key_dim, value_dim, krb, vrb);
+  in.expect("key_row_bytes", krb);
+  in.expect("value_row_bytes", vrb);
+  std::vector<uint8_t> k = in.get_bytes("keys"), v = in.get_bytes("values");
+  const int64_t rows = batch * heads;
+  if (static_cast<int64_t>(k.size()) != n * rows * krb || static_cast<int64_t>(v.size()) != n * rows * vrb)
+    in.fail(fmt::format("expected {} and {} packed bytes for {} positions, got {} and {}", n * rows * krb,
+                        n * rows * vrb, n, k.size(), v.size()));
+  key_dim_ = key_dim;
+  value_dim_ = value_dim;
+  batch_ = batch;
+  heads_ = heads;
+  rows_ = rows;
+  key_row_bytes_ = krb;
+  value_row_bytes_ = vrb;
+  offset_ = n;
+  keys_ = std::move(k);
+  values_ = std::move(v);
 }
 
 }  // namespace tern

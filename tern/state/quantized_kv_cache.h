@@ -18,6 +18,9 @@ class QuantizedKVCache : public KVCache {
   int64_t trim(int64_t n) override;
   int64_t bytes() const override;
   std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) override;
+  // Saves the packed rows as they are (never dequantized); load() checks signature() and row sizes.
+  void save(CacheWriter& out) const override;
+  void load(CacheReader& in) override;
 
   // Quantizes k [B, Hkv, L, D], v [B, Hkv, L, Dv] onto the end of the storage without reading them
   // (the bf16-first transition hands its unquantized prefix over through this).

@@ -1,6 +1,8 @@
 // RecurrentCache: lazy zero state per batch size, snapshots by deep copy.
 #include "tern/state/recurrent_cache.h"
 
+#include "tern/state/cache_file.h"
+
 namespace tern {
 
 RecurrentCache::RecurrentCache(const RecurrentShape& shape) : shape_(shape) {
@@ -60,6 +62,33 @@ void RecurrentCache::restore(const Snapshot& s) {
   offset_ = s.offset;
   conv_ = s.conv.defined() ? s.conv.clone() : Tensor();
   state_ = s.state.defined() ? s.state.clone() : Tensor();
+}
+
+void RecurrentCache::save(CacheWriter& out) const {
+  out.put_string("kind", "recurrent");
+  out.put_int("offset", offset_);
+  if (!state_.defined()) return;
+  out.put_tensor("conv", conv_);
+  out.put_tensor("state", state_);
+}
+
+void RecurrentCache::load(CacheReader& in) {
+  in.expect("kind", "recurrent");
+  const int64_t n = in.get_int("offset");
+  if (n < 0) in.fail(fmt::format("expected a non-negative offset, got {}", n));
+  conv_ = state_ = Tensor();
+  offset_ = n;
+  if (!in.has("conv")) return;
+  Tensor c = in.get_tensor("conv"), s = in.get_tensor("state");
+  const Shape want_c = {c.rank() == 3 ? c.size(0) : 1, shape_.conv_kernel - 1, shape_.conv_dim};
+  const Shape want_s = {want_c[0], shape_.n_v_head, shape_.d_k, shape_.d_v};
+  if (c.dtype() != Dtype::f32 || s.dtype() != Dtype::f32 || c.shape() != want_c || s.shape() != want_s ||
+      want_c[0] <= 0)
+    in.fail(fmt::format("expected conv {} and state {} f32, got {} {} and {} {}", shape_str(want_c),
+                        shape_str(want_s), shape_str(c.shape()), dtype_name(c.dtype()), shape_str(s.shape()),
+                        dtype_name(s.dtype())));
+  conv_ = c;
+  state_ = s;
 }
 
 }  // namespace tern

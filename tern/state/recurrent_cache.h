@@ -31,6 +31,9 @@ class RecurrentCache : public Cache {
   // Throws: roll back with snapshot() / restore() and replay instead.
   int64_t trim(int64_t n) override;
   int64_t bytes() const override;
+  // Saves the conv history, the delta-rule state and the offset; load() checks their shapes.
+  void save(CacheWriter& out) const override;
+  void load(CacheReader& in) override;
 
   // The state of `batch` rows, allocated as zeros on first use; a different batch later throws.
   // conv [B, K-1, conv_dim], state [B, n_v_head, d_k, d_v]; callers update them in place.

@@ -6,6 +6,7 @@
 
 #include "tern/ops/attention.h"
 #include "tern/ops/index.h"
+#include "tern/state/cache_file.h"
 
 namespace tern {
 namespace {
@@ -127,6 +128,38 @@ std::unique_ptr<AttentionRead> RingKVCache::append(const Tensor& k, const Tensor
   write(keys_, k.slice(2, n - keep, n));
   write(values_, v.slice(2, n - keep, n));
   return read;
+}
+
+void RingKVCache::save(CacheWriter& out) const {
+  out.put_string("kind", "ring");
+  out.put_int("window", window_);
+  out.put_int("offset", offset_);
+  if (stored() > 0) {
+    out.put_tensor("keys", temporal_keys());
+    out.put_tensor("values", temporal_values());
+  }
+}
+
+void RingKVCache::load(CacheReader& in) {
+  in.expect("kind", "ring");
+  in.expect("window", window_);
+  const int64_t n = in.get_int("offset");
+  keys_ = values_ = Tensor();
+  offset_ = 0;
+  if (n <= 0) return;
+  const int64_t held = std::min(n, window_);
+  Tensor k = in.get_tensor("keys"), v = in.get_tensor("values");
+  if (k.rank() != 4 || v.rank() != 4 || k.size(2) != held || v.size(2) != held || k.size(0) != v.size(0) ||
+      k.size(1) != v.size(1) || k.dtype() != v.dtype())
+    in.fail(fmt::format("expected keys and values [B, Hkv, {}, D], got {} and {}", held, shape_str(k.shape()),
+                        shape_str(v.shape())));
+  // Slot p % window for position p, as appends leave it: the whole window once wrapped, else [0, n).
+  const int64_t cap = n >= window_ ? window_ : n;
+  keys_ = Tensor::empty({k.size(0), k.size(1), cap, k.size(3)}, k.dtype());
+  values_ = Tensor::empty({v.size(0), v.size(1), cap, v.size(3)}, v.dtype());
+  offset_ = n;
+  write(keys_, k);
+  write(values_, v);
 }
 
 }  // namespace tern

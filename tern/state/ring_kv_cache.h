@@ -32,6 +32,9 @@ class RingKVCache : public KVCache {
   // min(offset, window - 1) stored positions followed by the L new ones under a causal sliding-window
   // mask; afterwards the ring keeps the last `window` positions.
   std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) override;
+  // Saves the held positions in time order and the offset; load() checks the window.
+  void save(CacheWriter& out) const override;
+  void load(CacheReader& in) override;
 
   int64_t window() const { return window_; }
   // Slots allocated now (<= window).

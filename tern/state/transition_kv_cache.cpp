@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "tern/base/error.h"
+#include "tern/state/cache_file.h"
 
 namespace tern {
 
@@ -49,6 +50,36 @@ std::unique_ptr<AttentionRead> TransitionKVCache::append(const Tensor& k, const 
     converted_ = true;
   }
   return read;
+}
+
+namespace {
+std::string transition_kind(int64_t start, const QuantizedKVCache& q) {
+  return "bf16-first to " + q.signature() + " at " + std::to_string(start);
+}
+}  // namespace
+
+void TransitionKVCache::save(CacheWriter& out) const {
+  out.put_string("kind", transition_kind(start_, *quantized_));
+  out.put_int("converted", converted_ ? 1 : 0);
+  out.put_int("transition", transition_);
+  out.set_prefix("inner.");
+  if (converted_) quantized_->save(out);
+  else plain_.save(out);
+  out.set_prefix("");
+}
+
+void TransitionKVCache::load(CacheReader& in) {
+  TERN_CHECK(!converted_ && plain_.offset() == 0, "[prompt-cache] expected a fresh transition cache to load into");
+  in.expect("kind", transition_kind(start_, *quantized_));
+  const int64_t converted = in.get_int("converted"), transition = in.get_int("transition");
+  if ((converted != 0 && converted != 1) || transition < 0)
+    in.fail(fmt::format("expected converted 0/1 and a transition >= 0, got {} and {}", converted, transition));
+  in.set_prefix("inner.");
+  if (converted == 1) quantized_->load(in);
+  else plain_.load(in);
+  in.set_prefix("");
+  converted_ = converted == 1;
+  transition_ = transition;
 }
 
 }  // namespace tern

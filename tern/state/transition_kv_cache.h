@@ -28,6 +28,10 @@ class TransitionKVCache : public KVCache {
   int64_t max_append_tokens() const override;
   int64_t bytes() const override;
   std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) override;
+  // Saves start, whether it converted and where, then the storage held now (plain or quantized);
+  // load() checks start and the quantized storage's signature.
+  void save(CacheWriter& out) const override;
+  void load(CacheReader& in) override;
 
   bool converted() const { return converted_; }
   int64_t transition_offset() const { return transition_; }

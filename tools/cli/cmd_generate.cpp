@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tern/engine/generator.h"
+#include "tern/engine/prompt_cache.h"
 #include "tern/text/chat_template.h"
 #include "tools/cli/model_args.h"
 
@@ -49,7 +50,13 @@ int run_generate(int argc, char** argv) {
       .flag("seed", "S", "random seed: same seed and inputs give the same tokens", "0")
       .flag("prefill-chunk", "N", "feed the prompt N tokens at a time (0 = all at once)", "0")
       .flag("chat", "", "wrap PROMPT as a user message in the model's chat template (with the generation prompt)")
-      .flag("json", "", "print one JSON object at the end (ids, text, timings) instead of streaming");
+      .flag("json", "", "print one JSON object at the end (ids, text, timings) instead of streaming")
+      .flag("prompt-cache", "FILE",
+            "continue from a prompt-cache file: the prompt must start with its tokens, only the rest is prefilled "
+            "(same model, tokenizer and --kv-* flags, else one error)")
+      .flag("prompt-cache-save", "FILE",
+            "save the caches to FILE once the prompt is prefilled (before the first generated token); "
+            "--max-tokens 0 only saves");
   add_runtime_flags(a);
   add_kv_cache_flags(a);
   if (!a.parse(argc, argv)) return 0;
@@ -74,6 +81,9 @@ int run_generate(int argc, char** argv) {
   opt.stop_ids = m.generation.eos_token_ids;
   opt.prefill_chunk = a.get_int("prefill-chunk");
   opt.kv = kv;
+  if (a.has("prompt-cache")) opt.prompt_cache_load = a.get("prompt-cache");
+  if (a.has("prompt-cache-save")) opt.prompt_cache_save = a.get("prompt-cache-save");
+  if (a.has("prompt-cache") || a.has("prompt-cache-save")) opt.prompt_cache_identity = prompt_cache_identity(m.dir);
   const bool json = a.has("json");
 
   std::optional<text::StreamDecoder> stream;
@@ -94,8 +104,10 @@ int run_generate(int argc, char** argv) {
   }
   nlohmann::json out;
   out["ids"] = r.ids;
+  out["logprobs"] = r.logprobs;
   out["text"] = m.tokenizer ? m.tokenizer->decode(r.ids, true) : "";
   out["prompt_tokens"] = r.prompt_tokens;
+  out["cached_tokens"] = r.cached_tokens;
   out["generated_tokens"] = r.ids.size();
   out["finish_reason"] = r.finish_reason;
   out["timings"] = {{"prefill_seconds", r.prefill_seconds},
