@@ -18,30 +18,12 @@
 
 #include "tern/io/safetensors.h"
 
+#include "cli_run.h"
+
 namespace {
 
-struct CliRun {
-  int code;
-  std::string out, err;
-};
-
-CliRun tern_cli(const std::string& args) {
-  static int calls = 0;
-  const std::string err_path =
-      ::testing::TempDir() + "/tern_kvl_stderr_" + std::to_string(getpid()) + "_" + std::to_string(++calls) + ".txt";
-  FILE* p = popen((std::string(TERN_BIN) + " " + args + " 2>" + err_path).c_str(), "r");
-  CliRun r{-1, "", ""};
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  std::ifstream e(err_path);
-  r.err.assign(std::istreambuf_iterator<char>(e), {});
-  std::remove(err_path.c_str());
-  return r;
-}
+using tern::testing::CliRun;
+using tern::testing::tern_cli;
 
 std::string fixture(const std::string& name) { return std::string(TERN_TEST_DATA) + "/models/" + name; }
 
