@@ -130,7 +130,7 @@ std::unique_ptr<AttentionRead> AffineRingKVCache::append(const Tensor& k_in, con
   Tensor kr = decode_last(true, prev, n), vr = decode_last(false, prev, n);
   kr.slice(2, prev, prev + n).copy_from(k);
   vr.slice(2, prev, prev + n).copy_from(v);
-  auto read = make_ring_read(std::move(kr), std::move(vr), prev, window_);
+  auto read = causal_read(std::move(kr), std::move(vr), prev, window_);
 
   const int64_t keep = std::min(n, window_);
   offset_ += n;

@@ -59,6 +59,10 @@ class KVCache : public Cache {
   virtual std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) = 0;
 };
 
+// The read of unquantized storage: attention of queries at positions q_offset.. over k [B, Hkv, S, D]
+// and v [B, Hkv, S, Dv] under a causal mask (and the last `window` keys only, when window > 0).
+std::unique_ptr<AttentionRead> causal_read(Tensor k, Tensor v, int64_t q_offset, int64_t window = 0);
+
 // Positions [offset, offset + n) as an i32 tensor on the CPU (uniform across rows).
 Tensor uniform_positions(int64_t offset, int64_t n);
 

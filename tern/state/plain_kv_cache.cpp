@@ -1,30 +1,9 @@
 // PlainKVCache: growth in kStep steps, trimming, and its attention read (causal with the query offset).
 #include "tern/state/plain_kv_cache.h"
 
-#include "tern/ops/attention.h"
 #include "tern/state/cache_file.h"
 
 namespace tern {
-namespace {
-
-class PlainRead : public AttentionRead {
- public:
-  PlainRead(Tensor k, Tensor v, int64_t q_offset, int64_t window) : k_(std::move(k)), v_(std::move(v)) {
-    mask_.causal = true;
-    mask_.q_offset = q_offset;
-    mask_.window = window;
-  }
-  Tensor attend(const Tensor& q, float scale, float softcap) const override {
-    return ops::sdpa(q, k_, v_, scale, mask_, softcap);
-  }
-
- private:
-  Tensor k_, v_;
-  ops::AttentionMask mask_;
-};
-
-}  // namespace
-
 std::string PlainKVCache::signature() const {
   std::string dt = keys_.defined() ? dtype_name(keys_.dtype()) : "bf16";
   return window_ > 0 ? "kv:" + dt + ":window:" + std::to_string(window_) : "kv:" + dt;
@@ -82,7 +61,7 @@ std::unique_ptr<AttentionRead> PlainKVCache::append(const Tensor& k, const Tenso
   dk.copy_from(k);
   dv.copy_from(v);
   offset_ = start + n;
-  return std::make_unique<PlainRead>(keys(), values(), start, window_);
+  return causal_read(keys(), values(), start, window_);
 }
 
 void PlainKVCache::save(CacheWriter& out) const {

@@ -4,35 +4,10 @@
 
 #include <algorithm>
 
-#include "tern/ops/attention.h"
 #include "tern/ops/index.h"
 #include "tern/state/cache_file.h"
 
 namespace tern {
-namespace {
-
-class RingRead : public AttentionRead {
- public:
-  RingRead(Tensor k, Tensor v, int64_t q_offset, int64_t window) : k_(std::move(k)), v_(std::move(v)) {
-    mask_.causal = true;
-    mask_.q_offset = q_offset;
-    mask_.window = window;
-  }
-  Tensor attend(const Tensor& q, float scale, float softcap) const override {
-    return ops::sdpa(q, k_, v_, scale, mask_, softcap);
-  }
-
- private:
-  Tensor k_, v_;  // [B, Hkv, prev + L, D]: prev stored positions, then the appended ones
-  ops::AttentionMask mask_;
-};
-
-}  // namespace
-
-std::unique_ptr<AttentionRead> make_ring_read(Tensor k, Tensor v, int64_t q_offset, int64_t window) {
-  return std::make_unique<RingRead>(std::move(k), std::move(v), q_offset, window);
-}
-
 RingKVCache::RingKVCache(int64_t window) : window_(window) {
   TERN_CHECK(window > 0, "[kv_cache] expected a ring window > 0, got {}", window);
 }
@@ -120,7 +95,7 @@ std::unique_ptr<AttentionRead> RingKVCache::append(const Tensor& k, const Tensor
     rk = ops::concat({temporal(keys_, prev), k}, 2);
     rv = ops::concat({temporal(values_, prev), v}, 2);
   }
-  auto read = std::make_unique<RingRead>(rk, rv, prev, window_);
+  auto read = causal_read(rk, rv, prev, window_);
 
   const int64_t keep = std::min(n, window_);
   reserve(k, v, std::min(offset_ + n, window_));

@@ -6,11 +6,6 @@
 
 namespace tern {
 
-// The read of a ring: queries at k/v positions [q_offset, q_offset + L) over k [B, Hkv, q_offset + L, D]
-// and v [.., Dv] (the stored positions a new query can still see, then the new ones) under a causal
-// mask of `window` keys per query. Ring storages other than RingKVCache read through it too.
-std::unique_ptr<AttentionRead> make_ring_read(Tensor k, Tensor v, int64_t q_offset, int64_t window);
-
 class RingKVCache : public KVCache {
  public:
   // window > 0: the number of keys each query sees (its own included), and the positions kept.
