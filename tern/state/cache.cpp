@@ -38,6 +38,22 @@ void Cache::load(CacheReader&) {
   TERN_THROW("[prompt-cache] storage {} does not support persistence yet", signature());
 }
 
+void check_kv_append(const Tensor& k, const Tensor& v, AppendPhase phase, const Tensor& keys, const Tensor& values) {
+  TERN_CHECK(k.rank() == 4 && v.rank() == 4, "[kv_cache] expected k and v of rank 4 [B, Hkv, L, D], got {} and {}",
+             shape_str(k.shape()), shape_str(v.shape()));
+  TERN_CHECK(k.size(0) == v.size(0) && k.size(1) == v.size(1) && k.size(2) == v.size(2) && k.dtype() == v.dtype(),
+             "[kv_cache] expected k and v to agree on [B, Hkv, L] and dtype, got {} {} and {} {}", shape_str(k.shape()),
+             dtype_name(k.dtype()), shape_str(v.shape()), dtype_name(v.dtype()));
+  if (keys.defined()) {
+    TERN_CHECK(k.size(0) == keys.size(0) && k.size(1) == keys.size(1) && k.size(3) == keys.size(3) &&
+                   v.size(3) == values.size(3) && k.dtype() == keys.dtype(),
+               "[kv_cache] expected appends of [{}, {}, L, {}] {}, got {} {}", keys.size(0), keys.size(1),
+               keys.size(3), dtype_name(keys.dtype()), shape_str(k.shape()), dtype_name(k.dtype()));
+  }
+  TERN_CHECK(phase == AppendPhase::window || k.size(2) == 1, "[kv_cache] expected one position for a decode append, got {}",
+             k.size(2));
+}
+
 Tensor uniform_positions(int64_t offset, int64_t n) {
   Tensor p = Tensor::empty({n}, Dtype::i32);
   int32_t* d = p.data<int32_t>();

@@ -63,6 +63,11 @@ class KVCache : public Cache {
 // and v [B, Hkv, S, Dv] under a causal mask (and the last `window` keys only, when window > 0).
 std::unique_ptr<AttentionRead> causal_read(Tensor k, Tensor v, int64_t q_offset, int64_t window = 0);
 
+// The argument checks of KVCache::append for a storage that keeps k and v as given: k [B, Hkv, L, D]
+// and v [B, Hkv, L, Dv] agreeing with each other and (when defined) with the stored keys/values, and
+// one position for a decode append. Throws "[kv_cache] expected ..." otherwise.
+void check_kv_append(const Tensor& k, const Tensor& v, AppendPhase phase, const Tensor& keys, const Tensor& values);
+
 // Positions [offset, offset + n) as an i32 tensor on the CPU (uniform across rows).
 Tensor uniform_positions(int64_t offset, int64_t n);
 

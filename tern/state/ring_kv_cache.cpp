@@ -74,19 +74,7 @@ void RingKVCache::write(Tensor& buf, const Tensor& src) const {
 }
 
 std::unique_ptr<AttentionRead> RingKVCache::append(const Tensor& k, const Tensor& v, AppendPhase phase) {
-  TERN_CHECK(k.rank() == 4 && v.rank() == 4, "[kv_cache] expected k and v of rank 4 [B, Hkv, L, D], got {} and {}",
-             shape_str(k.shape()), shape_str(v.shape()));
-  TERN_CHECK(k.size(0) == v.size(0) && k.size(1) == v.size(1) && k.size(2) == v.size(2) && k.dtype() == v.dtype(),
-             "[kv_cache] expected k and v to agree on [B, Hkv, L] and dtype, got {} {} and {} {}", shape_str(k.shape()),
-             dtype_name(k.dtype()), shape_str(v.shape()), dtype_name(v.dtype()));
-  if (keys_.defined()) {
-    TERN_CHECK(k.size(0) == keys_.size(0) && k.size(1) == keys_.size(1) && k.size(3) == keys_.size(3) &&
-                   v.size(3) == values_.size(3) && k.dtype() == keys_.dtype(),
-               "[kv_cache] expected appends of [{}, {}, L, {}] {}, got {} {}", keys_.size(0), keys_.size(1),
-               keys_.size(3), dtype_name(keys_.dtype()), shape_str(k.shape()), dtype_name(k.dtype()));
-  }
-  TERN_CHECK(phase == AppendPhase::window || k.size(2) == 1, "[kv_cache] expected one position for a decode append, got {}",
-             k.size(2));
+  check_kv_append(k, v, phase, keys_, values_);
   const int64_t n = k.size(2);
   // The read: the last window-1 stored positions (all a new query can still see) and the new ones.
   const int64_t prev = std::min(offset_, window_ - 1);
