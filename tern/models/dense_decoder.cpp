@@ -8,6 +8,19 @@
 
 namespace tern {
 
+LmHead load_lm_head(const io::WeightStore& store, const io::ModelConfig& c, const Tensor& embed_table,
+                    const LoadOptions& options, const std::string& dir) {
+  std::string name;
+  for (const std::string& p : {std::string("lm_head.weight"), std::string("language_model.lm_head.weight")})
+    if (store.has(p)) name = p;
+  if (c.tie_word_embeddings || name.empty()) {
+    TERN_CHECK(c.tie_word_embeddings, "[model] {}: expected lm_head.weight (tie_word_embeddings is false), got no such tensor",
+               dir);
+    return {embed_table, name};
+  }
+  return {WeightLoader(store, "", options.device, options.dtype).get_matrix(name, {c.vocab_size, c.hidden_size}), name};
+}
+
 const std::vector<std::string>& text_model_prefixes() {
   static const std::vector<std::string> p = {"model.", "model.language_model.", "language_model.model.", ""};
   return p;
@@ -37,17 +50,9 @@ DenseDecoder::DenseDecoder(const std::string& dir, const io::ModelConfig& config
   }
   final_norm_ = RMSNorm::load(w, "norm", c.hidden_size, static_cast<float>(c.rms_norm_eps));
 
-  // The head lives beside the text model: "lm_head.weight", or under the multimodal wrapper.
-  std::string head_name;
-  for (const std::string& p : {std::string("lm_head.weight"), std::string("language_model.lm_head.weight")})
-    if (store.has(p)) head_name = p;
-  if (c.tie_word_embeddings || head_name.empty()) {
-    TERN_CHECK(c.tie_word_embeddings, "[model] {}: expected lm_head.weight (tie_word_embeddings is false), got no such tensor",
-               dir);
-    lm_head_ = embed_.table;
-  } else {
-    lm_head_ = WeightLoader(store, "", options.device, options.dtype).get_matrix(head_name, {c.vocab_size, c.hidden_size});
-  }
+  LmHead head = load_lm_head(store, c, embed_.table, options, dir);
+  lm_head_ = head.weight;
+  const std::string& head_name = head.name;
 
   n_params_ = 0;
   for (const auto& name : store.names()) {

@@ -32,6 +32,17 @@ class DenseDecoder : public Model {
   Tensor lm_head_;  // [vocab, hidden]; the embedding table when tied
 };
 
+// The output head beside the text model: "lm_head.weight" or, in the multimodal layout,
+// "language_model.lm_head.weight" [vocab, hidden]; the embedding table when tied. name is the
+// stored head tensor, loaded or not ("" when there is none). Throws "[model] ..." when untied and
+// no head is stored.
+struct LmHead {
+  Tensor weight;
+  std::string name;
+};
+LmHead load_lm_head(const io::WeightStore& store, const io::ModelConfig& c, const Tensor& embed_table,
+                    const LoadOptions& options, const std::string& dir);
+
 // Weight-name prefixes accepted for the text model ("model.", "model.language_model.", ...), in order.
 const std::vector<std::string>& text_model_prefixes();
 

@@ -82,16 +82,9 @@ Qwen35Decoder::Qwen35Decoder(const std::string& dir, const io::ModelConfig& conf
   }
   final_norm_ = load_zero_centered_rms_norm(w, "norm", c.hidden_size, eps);
 
-  std::string head_name;
-  for (const std::string& p : {std::string("lm_head.weight"), std::string("language_model.lm_head.weight")})
-    if (store.has(p)) head_name = p;
-  if (c.tie_word_embeddings || head_name.empty()) {
-    TERN_CHECK(c.tie_word_embeddings, "[model] {}: expected lm_head.weight (tie_word_embeddings is false), got no such tensor",
-               dir);
-    lm_head_ = embed_.table;
-  } else {
-    lm_head_ = WeightLoader(store, "", options.device, options.dtype).get_matrix(head_name, {c.vocab_size, c.hidden_size});
-  }
+  LmHead head = load_lm_head(store, c, embed_.table, options, dir);
+  lm_head_ = head.weight;
+  const std::string& head_name = head.name;
 
   // Count what was loaded; name what was not (vision tower, MTP head, ...) in one line.
   std::map<std::string, int64_t> skipped;
