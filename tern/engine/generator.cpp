@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "tern/base/timer.h"
+#include "tern/engine/compiled_decode.h"
 
 namespace tern {
 
@@ -14,6 +15,12 @@ void check_token_ids(const std::vector<int32_t>& ids, int64_t vocab, const char*
 }
 
 namespace {
+// Greedy with nothing that reads the history or reshapes the row: the device argmax is the choice.
+bool plain_greedy(const SamplingParams& p) {
+  return p.temperature == 0.0f && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f && p.logit_bias.empty() && p.top_logprobs == 0;
+}
+
 Tensor ids_tensor(const int32_t* ids, int64_t n) {
   Tensor t = Tensor::empty({1, n}, Dtype::i32);
   std::copy(ids, ids + n, t.data<int32_t>());
@@ -69,8 +76,19 @@ GenerateResult generate(const Model& model, const std::vector<int32_t>& prompt, 
   if (options.max_tokens == 0) return r;
 
   t.reset();
+  std::unique_ptr<CompiledDecoder> compiled;
+  if (options.compiled_decode && options.max_tokens > 1 && CompiledDecoder::supported(model, caches))
+    compiled = std::make_unique<CompiledDecoder>(model, caches, n + options.max_tokens);
+  const bool device_greedy = compiled && plain_greedy(options.sampling);
   for (int64_t step = 0; step < options.max_tokens; ++step) {
-    Sampler::Result s = sampler.sample(logits.data<float>(), vocab, history);
+    Sampler::Result s;
+    if (device_greedy && step > 0) {
+      s.token = compiled->greedy_ids()[0];
+      s.logprob = compiled->greedy_logprobs()[0];
+    } else {
+      if (compiled && step > 0) logits = compiled->logits().to(Device::cpu());
+      s = sampler.sample(logits.data<float>(), vocab, history);
+    }
     r.ids.push_back(s.token);
     r.logprobs.push_back(s.logprob);
     history.push_back(s.token);
@@ -84,7 +102,13 @@ GenerateResult generate(const Model& model, const std::vector<int32_t>& prompt, 
       break;
     }
     if (step + 1 == options.max_tokens) break;
-    logits = model.forward(ids_tensor(&s.token, 1), caches, false);
+    if (compiled) {
+      // After a step the device already holds its argmax as the next input.
+      if (!(device_greedy && step > 0)) compiled->set_ids(std::span<const int32_t>(&s.token, 1));
+      compiled->step();
+    } else {
+      logits = model.forward(ids_tensor(&s.token, 1), caches, false);
+    }
   }
   r.decode_seconds = t.seconds();
   return r;

@@ -16,6 +16,9 @@ struct GenerateOptions {
   std::vector<int32_t> stop_ids;  // generation ends after emitting one of these (it is kept in ids)
   int64_t prefill_chunk = 0;      // 0: the whole prompt in one forward
   KVCacheOptions kv;              // the KV storage of the generation caches
+  // CUDA: decode through a captured graph (tern/engine/compiled_decode.h) when the model and caches
+  // allow it; greedy sampling without penalties or bias then picks tokens on the device.
+  bool compiled_decode = true;
   // Prompt caches (tern/state/cache_file.h), checked against prompt_cache_identity. Load: the caches
   // start from that file's state, the prompt must start with its ids and only the rest is prefilled.
   // Save: the caches are written once the whole prompt is prefilled (before the first sampled token).

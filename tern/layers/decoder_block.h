@@ -22,6 +22,9 @@ class DecoderBlock {
   static DecoderBlock load(const WeightLoader& w, const AttentionShape& attn, ops::RopeTable rope, FeedForward ffn);
   // x [B, L, hidden] -> [B, L, hidden]
   Tensor forward(const Tensor& x, KVCache& cache) const;
+  // True when a decode-sized forward queues device work only (no host sync), so it can be captured:
+  // the dense MLP; a mixture of experts routes through the host.
+  bool device_resident() const { return std::holds_alternative<GatedMlp>(ffn_); }
 
  private:
   RMSNorm input_norm_, post_attn_norm_;

@@ -70,6 +70,17 @@ CacheList DenseDecoder::make_caches(const KVCacheOptions& kv) const {
 }
 
 Tensor DenseDecoder::forward(const Tensor& ids, CacheList& caches, bool all_logits) const {
+  return forward_device(ids, caches, all_logits).to(Device::cpu());
+}
+
+bool DenseDecoder::can_capture_decode() const {
+  if (!options_.device.is_cuda()) return false;
+  for (const DecoderBlock& b : blocks_)
+    if (!b.device_resident()) return false;
+  return true;
+}
+
+Tensor DenseDecoder::forward_device(const Tensor& ids, CacheList& caches, bool all_logits) const {
   TERN_CHECK(ids.rank() == 2 && ids.dtype() == Dtype::i32, "[model] expected ids [B, L] i32, got {} {}",
              shape_str(ids.shape()), dtype_name(ids.dtype()));
   TERN_CHECK(static_cast<int64_t>(caches.size()) == config_.n_layer, "[model] expected {} caches, got {}",
@@ -84,7 +95,7 @@ Tensor DenseDecoder::forward(const Tensor& ids, CacheList& caches, bool all_logi
   x = final_norm_.forward(x);
   Tensor logits = ops::linear(x, lm_head_);
   if (logits.dtype() != Dtype::f32) logits = ops::cast(logits, Dtype::f32);
-  return logits.to(Device::cpu());
+  return logits;
 }
 
 }  // namespace tern

@@ -24,6 +24,8 @@ class DenseDecoder : public Model {
 
   CacheList make_caches(const KVCacheOptions& kv = {}) const override;
   Tensor forward(const Tensor& ids, CacheList& caches, bool all_logits) const override;
+  Tensor forward_device(const Tensor& ids, CacheList& caches, bool all_logits) const override;
+  bool can_capture_decode() const override;
 
  private:
   Embedding embed_;

@@ -30,6 +30,14 @@ class Model {
   // ids [B, L] i32 on the CPU, appended to caches -> logits [B, L, vocab] (all_logits) or
   // [B, 1, vocab] for the last position only, f32 on the CPU.
   virtual Tensor forward(const Tensor& ids, CacheList& caches, bool all_logits) const = 0;
+  // forward with ids [B, L] i32 on the CPU or the model's device, and the f32 logits left on the model's
+  // device. The default copies forward's CPU logits there.
+  virtual Tensor forward_device(const Tensor& ids, CacheList& caches, bool all_logits) const {
+    return forward(ids, caches, all_logits).to(options_.device);
+  }
+  // True when forward_device queues device work only (no host round trip for device-resident ids), so a
+  // decode step can be captured as a graph (tern/engine/compiled_decode.h).
+  virtual bool can_capture_decode() const { return false; }
 
   // What each layer's cache holds (in layer order), for memory accounting. The default: every layer a
   // full-attention layer of the config's KV heads and head_dim.

@@ -61,4 +61,22 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   return out;
 }
 
+void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions) {
+  TERN_CHECK(dst.defined() && src.defined() && positions.defined(),
+             "[write_positions] expected defined dst, src and positions, got an undefined one");
+  TERN_CHECK(dst.rank() == 4 && src.rank() == 4 && src.size(2) == 1 && src.size(0) == dst.size(0) &&
+                 src.size(1) == dst.size(1) && src.size(3) == dst.size(3),
+             "[write_positions] expected dst [B, H, N, D] and src [B, H, 1, D], got {} and {}", shape_str(dst.shape()),
+             shape_str(src.shape()));
+  TERN_CHECK(src.dtype() == dst.dtype() && src.device() == dst.device(),
+             "[write_positions] expected src of dst's dtype and device ({} on {}), got {} on {}", dtype_name(dst.dtype()),
+             dst.device().str(), dtype_name(src.dtype()), src.device().str());
+  TERN_CHECK(positions.dtype() == Dtype::i32 && positions.numel() == dst.size(0) && positions.device() == dst.device(),
+             "[write_positions] expected positions [{}] i32 on {}, got {} {} on {}", dst.size(0), dst.device().str(),
+             shape_str(positions.shape()), dtype_name(positions.dtype()), positions.device().str());
+  if (dst.numel() == 0) return;
+  if (dst.device().is_cpu()) cpu::write_positions(dst, src, positions.contiguous());
+  else cuda::write_positions(dst, src, positions.contiguous());
+}
+
 }  // namespace tern::ops

@@ -13,11 +13,20 @@ Tensor embedding(const Tensor& table, const Tensor& ids, Dtype out_dtype);
 // Joins tensors that agree on every dim but dim; all share dtype and device.
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
 
+// For each batch row b: dst[b, :, positions[b], :] = src[b, :, 0, :] (the KV append of a compiled
+// decode step, whose positions live on the device). dst [B, H, N, D] and src [B, H, 1, D] share dtype
+// and device; positions [B] i32 on that device. The CPU throws "[write_positions] expected a position
+// in [0, N), got p"; device positions are not checked there (that would sync) and an out-of-range one
+// writes nothing.
+void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions);
+
 }  // namespace tern::ops
 
 namespace tern::cpu {
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
-}
+void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions);
+}  // namespace tern::cpu
 namespace tern::cuda {
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
-}
+void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions);
+}  // namespace tern::cuda

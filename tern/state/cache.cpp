@@ -24,6 +24,22 @@ class CausalRead : public AttentionRead {
   ops::AttentionMask mask_;
 };
 
+// A compiled step's read: every row sees its first lengths[b] keys (its own new key is the last).
+class StepRead : public AttentionRead {
+ public:
+  StepRead(Tensor k, Tensor v, Tensor lengths) : k_(std::move(k)), v_(std::move(v)) {
+    mask_.causal = false;
+    mask_.kv_len = std::move(lengths);
+  }
+  Tensor attend(const Tensor& q, float scale, float softcap) const override {
+    return ops::sdpa(q, k_, v_, scale, mask_, softcap);
+  }
+
+ private:
+  Tensor k_, v_;
+  ops::AttentionMask mask_;
+};
+
 }  // namespace
 
 std::unique_ptr<AttentionRead> causal_read(Tensor k, Tensor v, int64_t q_offset, int64_t window) {
@@ -36,6 +52,16 @@ void Cache::save(CacheWriter&) const {
 
 void Cache::load(CacheReader&) {
   TERN_THROW("[prompt-cache] storage {} does not support persistence yet", signature());
+}
+
+void Cache::reserve(int64_t) { TERN_THROW("[kv_cache] storage {} does not support compiled decode", signature()); }
+void Cache::attach_step(const DeviceStep*) {
+  TERN_THROW("[kv_cache] storage {} does not support compiled decode", signature());
+}
+void Cache::advance(int64_t) { TERN_THROW("[kv_cache] storage {} does not support compiled decode", signature()); }
+
+std::unique_ptr<AttentionRead> step_read(Tensor k, Tensor v, const DeviceStep& step) {
+  return std::make_unique<StepRead>(k.slice(2, 0, step.span), v.slice(2, 0, step.span), step.lengths);
 }
 
 void check_kv_append(const Tensor& k, const Tensor& v, AppendPhase phase, const Tensor& keys, const Tensor& values) {

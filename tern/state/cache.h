@@ -26,6 +26,16 @@ class AttentionRead {
 class CacheWriter;
 class CacheReader;
 
+// The device buffers a compiled decode step reads instead of host values that change every step
+// (DESIGN.md §2), so the step can be captured once and replayed: each batch row b appends its one
+// token at positions[b] and attends to its first lengths[b] (= positions[b] + 1) keys, which lie in
+// the first `span` stored positions. The buffers are owned by the step's runner.
+struct DeviceStep {
+  Tensor positions;  // [B] i32 on the device
+  Tensor lengths;    // [B] i32 on the device
+  int64_t span = 0;
+};
+
 class Cache {
  public:
   virtual ~Cache() = default;
@@ -50,6 +60,17 @@ class Cache {
   // "[prompt-cache] storage <signature> does not support persistence yet".
   virtual void save(CacheWriter& out) const;
   virtual void load(CacheReader& in);
+
+  // Compiled decode. supports_device_step(): whether decode appends can follow a DeviceStep.
+  virtual bool supports_device_step() const { return false; }
+  // Grows the storage to hold `positions` so it never moves while steps are captured (a captured step
+  // bakes the addresses in). Needs one append first (it fixes the shapes); throws without support.
+  virtual void reserve(int64_t positions);
+  // While `step` is attached (nullptr detaches), decode appends and rope_positions follow it and leave
+  // offset() alone; advance(n) then records the n positions the executed steps wrote. The step must
+  // outlive the attachment. Throws "[kv_cache] ... compiled decode ..." without support.
+  virtual void attach_step(const DeviceStep* step);
+  virtual void advance(int64_t n);
 };
 
 // A cache of keys and values for one attention layer.
@@ -62,6 +83,10 @@ class KVCache : public Cache {
 // The read of unquantized storage: attention of queries at positions q_offset.. over k [B, Hkv, S, D]
 // and v [B, Hkv, S, Dv] under a causal mask (and the last `window` keys only, when window > 0).
 std::unique_ptr<AttentionRead> causal_read(Tensor k, Tensor v, int64_t q_offset, int64_t window = 0);
+
+// The read of a compiled decode step over keys k [B, Hkv, >= span, D] and values v: row b attends to its
+// first step.lengths[b] keys of the first step.span.
+std::unique_ptr<AttentionRead> step_read(Tensor k, Tensor v, const DeviceStep& step);
 
 // The argument checks of KVCache::append for a storage that keeps k and v as given: k [B, Hkv, L, D]
 // and v [B, Hkv, L, Dv] agreeing with each other and (when defined) with the stored keys/values, and

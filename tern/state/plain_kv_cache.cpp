@@ -1,6 +1,7 @@
 // PlainKVCache: growth in kStep steps, trimming, and its attention read (causal with the query offset).
 #include "tern/state/plain_kv_cache.h"
 
+#include "tern/ops/index.h"
 #include "tern/state/cache_file.h"
 
 namespace tern {
@@ -10,10 +11,12 @@ std::string PlainKVCache::signature() const {
 }
 
 Tensor PlainKVCache::rope_positions(const Tensor& x, const ops::RopeTable& rope) const {
+  if (step_) return ops::rope(x, step_->positions.view({x.size(0), 1}), rope);
   return ops::rope(x, uniform_positions(offset_, x.size(2)).to(x.device()), rope);
 }
 
 int64_t PlainKVCache::trim(int64_t n) {
+  TERN_CHECK(!step_, "[kv_cache] expected no trim while a compiled decode step is attached");
   TERN_CHECK(n >= 0, "[kv_cache] expected a non-negative trim count, got {}", n);
   int64_t t = std::min(n, offset_);
   offset_ -= t;
@@ -41,8 +44,37 @@ void PlainKVCache::reserve(const Tensor& k, const Tensor& v, int64_t needed) {
   values_ = nv;
 }
 
+void PlainKVCache::reserve(int64_t positions) {
+  TERN_CHECK(keys_.defined(), "[kv_cache] expected an append before reserve() (it fixes the shapes)");
+  TERN_CHECK(!step_, "[kv_cache] expected reserve() before a compiled decode step is attached");
+  Tensor k = keys_.slice(2, 0, 1), v = values_.slice(2, 0, 1);
+  reserve(k, v, positions);
+}
+
+void PlainKVCache::attach_step(const DeviceStep* step) {
+  TERN_CHECK(!step || supports_device_step(), "[kv_cache] storage {} does not support compiled decode", signature());
+  TERN_CHECK(!step || (keys_.defined() && step->span <= capacity() && step->positions.device() == keys_.device()),
+             "[kv_cache] expected a compiled step span within the reserved {} positions on {}, got {}", capacity(),
+             keys_.defined() ? keys_.device().str() : "no storage", step ? step->span : 0);
+  step_ = step;
+}
+
+void PlainKVCache::advance(int64_t n) {
+  TERN_CHECK(n >= 0 && offset_ + n <= capacity(), "[kv_cache] expected to advance within {} positions, got {} + {}",
+             capacity(), offset_, n);
+  offset_ += n;
+}
+
 std::unique_ptr<AttentionRead> PlainKVCache::append(const Tensor& k, const Tensor& v, AppendPhase phase) {
   check_kv_append(k, v, phase, keys_, values_);
+  if (step_) {
+    TERN_CHECK(phase == AppendPhase::decode && step_->span <= capacity(),
+               "[kv_cache] expected decode appends within the reserved {} positions while a compiled step is attached",
+               capacity());
+    ops::write_positions(keys_, k, step_->positions);
+    ops::write_positions(values_, v, step_->positions);
+    return step_read(keys_, values_, *step_);
+  }
   const int64_t n = k.size(2), start = offset_;
   reserve(k, v, start + n);
   Tensor dk = keys_.slice(2, start, start + n), dv = values_.slice(2, start, start + n);

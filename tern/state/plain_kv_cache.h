@@ -23,6 +23,11 @@ class PlainKVCache : public KVCache {
   // Saves the stored prefix [B, Hkv, offset, D] as is; load() checks the window.
   void save(CacheWriter& out) const override;
   void load(CacheReader& in) override;
+  // Compiled decode: full-attention storage only (a sliding window would need per-row window starts).
+  bool supports_device_step() const override { return window_ == 0; }
+  void reserve(int64_t positions) override;
+  void attach_step(const DeviceStep* step) override;
+  void advance(int64_t n) override;
 
   int64_t capacity() const { return keys_.defined() ? keys_.size(2) : 0; }
   // Views of the stored prefix: [B, Hkv, offset, D] and [B, Hkv, offset, Dv].
@@ -34,6 +39,7 @@ class PlainKVCache : public KVCache {
 
   int64_t window_ = 0;
   int64_t offset_ = 0;
+  const DeviceStep* step_ = nullptr;
   Tensor keys_;    // [B, Hkv, capacity, D]
   Tensor values_;  // [B, Hkv, capacity, Dv]
 };

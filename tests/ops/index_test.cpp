@@ -152,5 +152,41 @@ TEST(Concat, BadInput) {
   EXPECT_THROW(ops::concat({Tensor::from_vector(std::vector<float>{1}, {})}, 0), Error);
 }
 
+TEST(WritePositions, WritesEachRowAtItsPosition) {
+  for (Dtype dt : {Dtype::f32, Dtype::bf16}) {
+    Tensor dst = random({3, 2, 5, 4}, dt, 7), src = random({3, 2, 1, 4}, dt, 8);
+    std::vector<float> before = dst.to_f32_vector(), sv = src.to_f32_vector();
+    Tensor pos = Tensor::from_vector(std::vector<int32_t>{4, 0, 2}, {3});
+    ops::write_positions(dst, src, pos);
+    std::vector<float> after = dst.to_f32_vector();
+    const int32_t p[3] = {4, 0, 2};
+    for (int64_t b = 0; b < 3; ++b)
+      for (int64_t h = 0; h < 2; ++h)
+        for (int64_t n = 0; n < 5; ++n)
+          for (int64_t d = 0; d < 4; ++d) {
+            const size_t i = static_cast<size_t>(((b * 2 + h) * 5 + n) * 4 + d);
+            const float want = n == p[b] ? sv[static_cast<size_t>((b * 2 + h) * 4 + d)] : before[i];
+            EXPECT_EQ(after[i], want) << b << " " << h << " " << n << " " << d;
+          }
+  }
+}
+
+TEST(WritePositions, StridedDestinationAndBadInput) {
+  // A view with the head and position dims transposed in memory, as a [B, L, H, D] buffer seen as [B, H, L, D].
+  Tensor base = random({2, 6, 3, 4}, Dtype::f32, 9);
+  Tensor dst = base.transpose(1, 2);  // [2, 3, 6, 4]
+  Tensor src = random({2, 3, 1, 4}, Dtype::f32, 10);
+  ops::write_positions(dst, src, Tensor::from_vector(std::vector<int32_t>{5, 1}, {2}));
+  for (int64_t h = 0; h < 3; ++h)
+    for (int64_t d = 0; d < 4; ++d) {
+      EXPECT_EQ(base.data<float>()[((0 * 6 + 5) * 3 + h) * 4 + d], src.data<float>()[(0 * 3 + h) * 4 + d]);
+      EXPECT_EQ(base.data<float>()[((1 * 6 + 1) * 3 + h) * 4 + d], src.data<float>()[(1 * 3 + h) * 4 + d]);
+    }
+  EXPECT_THROW(ops::write_positions(dst, src, Tensor::from_vector(std::vector<int32_t>{6, 0}, {2})), Error);
+  EXPECT_THROW(ops::write_positions(dst, src, Tensor::from_vector(std::vector<int32_t>{0}, {1})), Error);
+  Tensor wide = random({2, 3, 2, 4}, Dtype::f32, 11);
+  EXPECT_THROW(ops::write_positions(dst, wide, Tensor::from_vector(std::vector<int32_t>{0, 0}, {2})), Error);
+}
+
 }  // namespace
 }  // namespace tern

@@ -7,6 +7,8 @@
 
 #include "tern/base/parallel.h"
 #include "tern/base/timer.h"
+#include "tern/engine/compiled_decode.h"
+#include "tern/ops/graph.h"
 #include "tern/ops/device.h"
 #include "tern/ops/reduce.h"
 #include "tools/cli/model_args.h"
@@ -19,11 +21,16 @@ double median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-Tensor random_ids(int64_t n, int64_t vocab, uint64_t seed) {
+Tensor random_ids(int64_t rows, int64_t n, int64_t vocab, uint64_t seed) {
   std::mt19937_64 rng(seed);
-  Tensor t = Tensor::empty({1, n}, Dtype::i32);
-  for (int64_t i = 0; i < n; ++i) t.data<int32_t>()[i] = static_cast<int32_t>(rng() % vocab);
+  Tensor t = Tensor::empty({rows, n}, Dtype::i32);
+  for (int64_t i = 0; i < rows * n; ++i) t.data<int32_t>()[i] = static_cast<int32_t>(rng() % vocab);
   return t;
+}
+
+std::vector<int32_t> to_ids(const Tensor& argmax) {
+  Tensor h = argmax.to(Device::cpu()).contiguous();
+  return std::vector<int32_t>(h.data<int32_t>(), h.data<int32_t>() + h.numel());
 }
 
 int run_bench(int argc, char** argv) {
@@ -33,14 +40,18 @@ int run_bench(int argc, char** argv) {
       .flag("gen-tokens", "N", "decode steps per repeat", "128")
       .flag("repeats", "N", "timed repeats (the median is reported)", "5")
       .flag("warmup", "N", "untimed warm-up repeats", "1")
+      .flag("batch", "N", "sequences decoded side by side (decode tok/s counts all of them)", "1")
+      .flag("cuda-graphs", "on|off", "CUDA: capture the decode step as a graph and replay it (compiled decode)", "on")
       .flag("json", "", "print JSON instead of text");
   add_runtime_flags(a);
   add_kv_cache_flags(a);
   if (!a.parse(argc, argv)) return 0;
   const int64_t P = a.get_int("prompt-tokens"), G = a.get_int("gen-tokens");
-  const int64_t reps = a.get_int("repeats"), warm = a.get_int("warmup");
-  TERN_CHECK(P >= 1 && G >= 1 && reps >= 1 && warm >= 0,
-             "[bench] expected --prompt-tokens, --gen-tokens, --repeats >= 1 and --warmup >= 0");
+  const int64_t reps = a.get_int("repeats"), warm = a.get_int("warmup"), B = a.get_int("batch");
+  TERN_CHECK(P >= 1 && G >= 1 && reps >= 1 && warm >= 0 && B >= 1,
+             "[bench] expected --prompt-tokens, --gen-tokens, --repeats, --batch >= 1 and --warmup >= 0");
+  const std::string graphs = a.get("cuda-graphs");
+  TERN_CHECK(graphs == "on" || graphs == "off", "[bench] expected --cuda-graphs on or off, got '{}'", graphs);
   const KVCacheOptions kv = kv_cache_options(a);
   LoadOptions opt = runtime_options(a);
   LoadedModel m = load_for_cli(a.get("MODEL_DIR"), opt);
@@ -48,21 +59,37 @@ int run_bench(int argc, char** argv) {
   const int64_t vocab = model.vocab_size();
 
   std::vector<double> prefill, decode;
+  bool compiled_used = false;
   for (int64_t r = 0; r < warm + reps; ++r) {
     CacheList caches = model.make_caches(kv);
-    Tensor ids = random_ids(P, vocab, 1234 + r);
+    Tensor ids = random_ids(B, P, vocab, 1234 + r);
     Timer t;
-    Tensor logits = model.forward(ids, caches, false);
+    Tensor logits = model.forward(ids, caches, false);  // [B, 1, V] on the CPU: prefill ends with a sync
     double tp = t.seconds();
     t.reset();
-    for (int64_t g = 0; g < G; ++g) {
-      Tensor next = ops::argmax(logits.view({1, vocab}), -1).view({1, 1});
-      logits = model.forward(next, caches, false);
+    // Each step's greedy ids reach the host before the next step, as in generation.
+    std::vector<int32_t> next = to_ids(ops::argmax(logits.view({B, vocab}), -1));
+    if (graphs == "on" && CompiledDecoder::supported(model, caches)) {
+      compiled_used = true;
+      CompiledDecoder dec(model, caches, P + G + 1);
+      dec.set_ids(next);
+      for (int64_t g = 0; g < G; ++g) {
+        dec.step();
+        next = dec.greedy_ids();
+      }
+    } else {
+      for (int64_t g = 0; g < G; ++g) {
+        Tensor step_ids = Tensor::empty({B, 1}, Dtype::i32);
+        std::copy(next.begin(), next.end(), step_ids.data<int32_t>());
+        logits = model.forward(step_ids, caches, false);
+        next = to_ids(ops::argmax(logits.view({B, vocab}), -1));
+      }
     }
+    device_synchronize();
     double td = t.seconds();
     if (r >= warm) {
-      prefill.push_back(P / tp);
-      decode.push_back(G / td);
+      prefill.push_back(B * P / tp);
+      decode.push_back(B * G / td);
     }
   }
   const std::string device = opt.device.is_cpu() ? fmt::format("cpu ({} threads)", num_threads()) : cuda_device_name();
@@ -72,6 +99,8 @@ int run_bench(int argc, char** argv) {
                         {"gen_tokens", G},
                         {"repeats", reps},
                         {"kv_cache", kv.kind},
+                        {"batch", B},
+                        {"compiled_decode", compiled_used},
                         {"prefill_tokens_per_second", median(prefill)},
                         {"decode_tokens_per_second", median(decode)},
                         {"prefill_min", *std::min_element(prefill.begin(), prefill.end())},
@@ -83,11 +112,11 @@ int run_bench(int argc, char** argv) {
     return 0;
   }
   std::printf("model    %s on %s\n", m.dir.c_str(), device.c_str());
-  std::printf("prefill  %lld tokens: %.1f tok/s (median of %lld; min %.1f, max %.1f)\n", (long long)P, median(prefill),
+  std::printf("prefill  %lld tokens per row: %.1f tok/s (median of %lld; min %.1f, max %.1f)\n", (long long)P, median(prefill),
               (long long)reps, out["prefill_min"].get<double>(), out["prefill_max"].get<double>());
-  std::printf("decode   %lld tokens after a %lld-token prompt: %.1f tok/s (median of %lld; min %.1f, max %.1f)\n",
-              (long long)G, (long long)P, median(decode), (long long)reps, out["decode_min"].get<double>(),
-              out["decode_max"].get<double>());
+  std::printf("decode   %lld tokens after a %lld-token prompt, batch %lld%s: %.1f tok/s (median of %lld; min %.1f, max %.1f)\n",
+              (long long)G, (long long)P, (long long)B, compiled_used ? ", compiled (CUDA graphs)" : "", median(decode),
+              (long long)reps, out["decode_min"].get<double>(), out["decode_max"].get<double>());
   return 0;
 }
 

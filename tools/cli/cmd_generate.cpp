@@ -56,7 +56,8 @@ int run_generate(int argc, char** argv) {
             "(same model, tokenizer and --kv-* flags, else one error)")
       .flag("prompt-cache-save", "FILE",
             "save the caches to FILE once the prompt is prefilled (before the first generated token); "
-            "--max-tokens 0 only saves");
+            "--max-tokens 0 only saves")
+      .flag("cuda-graphs", "on|off", "CUDA: capture the decode step as a graph and replay it (compiled decode)", "on");
   add_runtime_flags(a);
   add_kv_cache_flags(a);
   if (!a.parse(argc, argv)) return 0;
@@ -81,6 +82,9 @@ int run_generate(int argc, char** argv) {
   opt.stop_ids = m.generation.eos_token_ids;
   opt.prefill_chunk = a.get_int("prefill-chunk");
   opt.kv = kv;
+  TERN_CHECK(a.get("cuda-graphs") == "on" || a.get("cuda-graphs") == "off",
+             "[generate] expected --cuda-graphs on or off, got '{}'", a.get("cuda-graphs"));
+  opt.compiled_decode = a.get("cuda-graphs") == "on";
   if (a.has("prompt-cache")) opt.prompt_cache_load = a.get("prompt-cache");
   if (a.has("prompt-cache-save")) opt.prompt_cache_save = a.get("prompt-cache-save");
   if (a.has("prompt-cache") || a.has("prompt-cache-save")) opt.prompt_cache_identity = prompt_cache_identity(m.dir);

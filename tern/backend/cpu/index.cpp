@@ -60,4 +60,14 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   });
 }
 
+void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions) {
+  const int32_t* pos = positions.data<int32_t>();
+  const int64_t n = dst.size(2);
+  for (int64_t b = 0; b < dst.size(0); ++b) {
+    TERN_CHECK(pos[b] >= 0 && pos[b] < n, "[write_positions] expected a position in [0, {}), got {}", n, pos[b]);
+    Tensor row = dst.narrow(0, b, 1).narrow(2, pos[b], 1);
+    row.copy_from(src.narrow(0, b, 1));
+  }
+}
+
 }  // namespace tern::cpu

@@ -37,4 +37,16 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
                    out.data_ptr(), bad.data<int32_t>(), stream());
 }
 
+void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions) {
+  check_cuda(dst, "write_positions");
+  int64_t dshape[4], dstride[4], sstride[4];
+  for (int i = 0; i < 4; ++i) {
+    dshape[i] = dst.size(i);
+    dstride[i] = dst.stride(i);
+    sstride[i] = src.stride(i);
+  }
+  launch_write_positions(dtype_size(dst.dtype()), dst.data_ptr(), dshape, dstride, src.data_ptr(), sstride,
+                         positions.data<int32_t>(), stream());
+}
+
 }  // namespace tern::cuda

@@ -23,4 +23,24 @@ void launch_embedding(Dtype table_dt, const void* table, int64_t V, int64_t D, D
   TERN_CUDA_CHECK_LAUNCH();
 }
 
+void launch_write_positions(size_t elem, void* dst, const int64_t* dshape, const int64_t* dstride, const void* src,
+                            const int64_t* sstride, const int32_t* positions, cudaStream_t s) {
+  const int64_t B = dshape[0], H = dshape[1], N = dshape[2], D = dshape[3];
+  const unsigned blocks = static_cast<unsigned>(B * H);
+  const int threads = D >= 256 ? 256 : 128;
+  auto go = [&](auto tag) {
+    using E = decltype(tag);
+    kernels::write_positions_kernel<E><<<blocks, threads, 0, s>>>(static_cast<E*>(dst), H, N, D, dstride[0], dstride[1],
+                                                                 dstride[2], dstride[3], static_cast<const E*>(src),
+                                                                 sstride[0], sstride[1], sstride[3], positions);
+  };
+  switch (elem) {
+    case 1: go(uint8_t{}); break;
+    case 2: go(uint16_t{}); break;
+    case 4: go(uint32_t{}); break;
+    default: go(uint64_t{}); break;
+  }
+  TERN_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace tern::cuda

@@ -67,6 +67,9 @@ void launch_topk(Dtype dt, const void* x, void* values, int32_t* indices, int64_
 // index.cu: out[i, :] = table[ids[i], :] converted; an id outside [0, V) writes zeros and sets *bad.
 void launch_embedding(Dtype table_dt, const void* table, int64_t V, int64_t D, Dtype id_dt, const void* ids,
                       int64_t n_ids, Dtype out_dt, void* out, int32_t* bad, cudaStream_t s);
+// dst [B, H, N, D] (strides dstride), src [B, H, 1, D]: dst[b, h, positions[b], :] = src[b, h, 0, :].
+void launch_write_positions(size_t elem, void* dst, const int64_t* dshape, const int64_t* dstride, const void* src,
+                            const int64_t* sstride, const int32_t* positions, cudaStream_t s);
 
 // attention: one problem of softmax(q k^T * scale [softcap] + mask) v. q/k/v strides are (b, h, l);
 // the last dim is contiguous. out is contiguous [B, Hq, Lq, Dv].

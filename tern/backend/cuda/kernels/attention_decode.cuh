@@ -92,7 +92,9 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
   float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
 
   for (int64_t n0 = start + warp * BN; n0 < stop; n0 += kFlashWarps * BN) {
-    const int valid = static_cast<int>(min(static_cast<int64_t>(BN), a.Lk - n0));
+    // Keys past hi_max (<= kv_len) may be uninitialised storage (a compiled step reads a span of the
+    // cache beyond its length): load zeros there so masked keys cannot bring NaN into P V.
+    const int valid = static_cast<int>(min(static_cast<int64_t>(BN), hi_max - n0));
     warp_load_tile<T, HD>(sk, kg + n0 * a.ks[2], a.ks[2], BN, valid, lane);
     warp_load_tile<T, HD>(sv, vg + n0 * a.vs[2], a.vs[2], BN, valid, lane);
     __syncwarp();

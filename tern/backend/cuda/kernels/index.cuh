@@ -18,4 +18,18 @@ __global__ void embedding_kernel(const T* __restrict__ table, int64_t V, int64_t
   for (int64_t j = threadIdx.x; j < D; j += blockDim.x) row[j] = from_f32<O>(to_f32(src[j]));
 }
 
+// One block per (batch row, head): copies src's row into dst at positions[b] along dim 2. E is an
+// unsigned type of the element size; strides in elements.
+template <typename E>
+__global__ void write_positions_kernel(E* __restrict__ dst, int64_t H, int64_t N, int64_t D, int64_t ds0, int64_t ds1,
+                                       int64_t ds2, int64_t ds3, const E* __restrict__ src, int64_t ss0, int64_t ss1,
+                                       int64_t ss3, const int32_t* __restrict__ positions) {
+  const int64_t b = blockIdx.x / H, h = blockIdx.x % H;
+  const int64_t p = positions[b];
+  if (p < 0 || p >= N) return;
+  E* d = dst + b * ds0 + h * ds1 + p * ds2;
+  const E* s = src + b * ss0 + h * ss1;
+  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) d[j * ds3] = s[j * ss3];
+}
+
 }  // namespace tern::cuda::kernels

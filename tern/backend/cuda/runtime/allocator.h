@@ -21,4 +21,14 @@ void device_free(void* p);
 void empty_cache();
 AllocatorStats allocator_stats();
 
+// A private pool for captured CUDA graphs. While a pool is active, device_alloc serves it and frees
+// of its blocks return to it, so a graph's buffers are never handed to eager work between replays
+// (a replay writes the addresses it captured). Blocks of a destroyed pool that are still in use
+// (e.g. a graph output someone holds) join the general cache when freed.
+struct GraphPool;
+GraphPool* create_graph_pool();
+void destroy_graph_pool(GraphPool* pool);
+// Makes `pool` (nullptr: the general cache) the target of device_alloc; returns the previous one.
+GraphPool* set_active_pool(GraphPool* pool);
+
 }  // namespace tern::cuda

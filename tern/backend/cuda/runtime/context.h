@@ -7,6 +7,8 @@
 
 namespace tern::cuda {
 
+// True once tern::cuda_init() has run.
+bool initialized();
 // The engine stream (non-blocking, created by tern::cuda_init). Throws if CUDA is not initialised.
 cudaStream_t stream();
 // Properties of the device in use (read once at init).

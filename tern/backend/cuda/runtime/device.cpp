@@ -76,6 +76,8 @@ class CudaRuntime final : public DeviceRuntime {
 
 }  // namespace
 
+bool initialized() { return context().ready; }
+
 cudaStream_t stream() {
   Context& c = context();
   TERN_CHECK(c.ready, "[cuda] expected tern::cuda_init() before CUDA work, got an uninitialised backend");

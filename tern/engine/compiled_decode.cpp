@@ -1,0 +1,137 @@
+// CompiledDecoder: attaches the caches to device buffers, runs the first step eagerly (it creates the
+// constants and plans a capture may not), then captures one graph per span bucket and replays it.
+#include "tern/engine/compiled_decode.h"
+
+#include <algorithm>
+#include <bit>
+
+#include "tern/ops/elementwise.h"
+#include "tern/ops/reduce.h"
+
+namespace tern {
+namespace {
+
+Tensor host_i32(std::span<const int32_t> v) {
+  Tensor t = Tensor::empty({static_cast<int64_t>(v.size())}, Dtype::i32);
+  std::copy(v.begin(), v.end(), t.data<int32_t>());
+  return t;
+}
+
+}  // namespace
+
+bool CompiledDecoder::supported(const Model& model, const CacheList& caches) {
+  if (!model.can_capture_decode()) return false;
+  for (const auto& c : caches)
+    if (c && !c->supports_device_step()) return false;
+  return true;
+}
+
+int64_t CompiledDecoder::span_for(int64_t length, int64_t capacity) {
+  const int64_t quarter = static_cast<int64_t>(std::bit_floor(static_cast<uint64_t>(std::max<int64_t>(length, 1)))) / 4;
+  const int64_t bucket = std::max<int64_t>(256, quarter);
+  return std::min(capacity, (length + bucket - 1) / bucket * bucket);
+}
+
+CompiledDecoder::CompiledDecoder(const Model& model, CacheList& caches, int64_t max_positions, bool capture)
+    : model_(model), caches_(caches), capture_(capture) {
+  TERN_CHECK(supported(model, caches), "[compiled_decode] expected a CUDA model whose caches support device steps");
+  const Cache* first = nullptr;
+  for (const auto& c : caches) {
+    if (!c) continue;
+    if (!first) first = c.get();
+    TERN_CHECK(c->offset() == first->offset(), "[compiled_decode] expected every cache at one offset, got {} and {}",
+               first->offset(), c->offset());
+  }
+  TERN_CHECK(first && first->offset() > 0, "[compiled_decode] expected prefilled caches, got offset {}",
+             first ? first->offset() : 0);
+  offset_ = first->offset();
+  TERN_CHECK(max_positions > offset_, "[compiled_decode] expected max_positions > {} (the prefilled offset), got {}",
+             offset_, max_positions);
+  capacity_ = max_positions;
+  for (auto& c : caches) if (c) c->reserve(max_positions);
+
+  // The batch is fixed by the first set_ids(), which also attaches the caches.
+  step_.span = span_for(offset_ + 1, capacity_);
+  memory_ = make_graph_memory();
+  one_ = host_i32(std::vector<int32_t>{1}).to(model.options().device);
+}
+
+CompiledDecoder::~CompiledDecoder() {
+  device_synchronize();
+  for (auto& c : caches_)
+    if (c) c->attach_step(nullptr);
+}
+
+void CompiledDecoder::set_ids(std::span<const int32_t> ids) {
+  const Device dev = model_.options().device;
+  const int64_t b = static_cast<int64_t>(ids.size());
+  TERN_CHECK(b > 0, "[compiled_decode] expected one id per batch row, got none");
+  if (batch_ == 0) {
+    batch_ = b;
+    ids_ = host_i32(ids).view({b, 1}).to(dev);
+    std::vector<int32_t> pos(b, static_cast<int32_t>(offset_)), len(b, static_cast<int32_t>(offset_ + 1));
+    positions_ = host_i32(pos).to(dev);
+    lengths_ = host_i32(len).to(dev);
+    step_.positions = positions_;
+    step_.lengths = lengths_;
+    for (auto& c : caches_)
+      if (c) c->attach_step(&step_);
+    return;
+  }
+  TERN_CHECK(b == batch_, "[compiled_decode] expected {} ids (the batch), got {}", batch_, b);
+  Tensor h = host_i32(ids).view({b, 1});
+  ids_.copy_from(h);
+}
+
+CompiledDecoder::Outputs CompiledDecoder::body() {
+  Outputs o;
+  Tensor logits = model_.forward_device(ids_, caches_, false);  // [B, 1, V]
+  o.logits = logits.view({batch_, logits.size(-1)});
+  Tensor best = ops::argmax(o.logits, -1);  // [B] i32
+  Tensor ids = ids_.view({batch_});
+  ids.copy_from(best);
+  // log p(argmax) = max - logsumexp = -log(sum(exp(x - max)))
+  Tensor m = ops::max(o.logits, -1, true);
+  Tensor z = ops::sum(ops::unary(ops::sub(o.logits, m), ops::UnaryOp::exp), -1);
+  o.logprobs = ops::unary(ops::unary(z, ops::UnaryOp::log), ops::UnaryOp::neg);
+  ops::binary_(positions_, one_, ops::BinaryOp::add);
+  ops::binary_(lengths_, one_, ops::BinaryOp::add);
+  return o;
+}
+
+void CompiledDecoder::step() {
+  TERN_CHECK(batch_ > 0, "[compiled_decode] expected set_ids() before the first step");
+  TERN_CHECK(offset_ < capacity_, "[compiled_decode] expected room for another position, got {} of {} reserved",
+             offset_, capacity_);
+  const int64_t span = span_for(offset_ + 1, capacity_);
+  if (!capture_ || !warm_) {
+    step_.span = span;
+    out_ = body();
+    warm_ = true;
+  } else {
+    auto it = graphs_.find(span);
+    if (it == graphs_.end()) {
+      step_.span = span;
+      Captured c;
+      c.graph = capture_graph(*memory_, [&] { c.out = body(); });
+      it = graphs_.emplace(span, std::move(c)).first;
+    }
+    it->second.graph->replay();
+    out_ = it->second.out;
+  }
+  for (auto& c : caches_)
+    if (c) c->advance(1);
+  offset_ += 1;
+}
+
+std::vector<int32_t> CompiledDecoder::greedy_ids() const {
+  Tensor h = ids_.view({batch_}).to(Device::cpu());
+  return std::vector<int32_t>(h.data<int32_t>(), h.data<int32_t>() + batch_);
+}
+
+std::vector<float> CompiledDecoder::greedy_logprobs() const {
+  Tensor h = out_.logprobs.to(Device::cpu());
+  return std::vector<float>(h.data<float>(), h.data<float>() + batch_);
+}
+
+}  // namespace tern

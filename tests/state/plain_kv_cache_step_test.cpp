@@ -1,0 +1,88 @@
+// PlainKVCache under a DeviceStep (the compiled-decode path, run here on the CPU): appends land at the
+// step's positions, RoPE takes those positions, the read over the step's span masked by its lengths
+// equals the ordinary decode read, and offset() moves only through advance().
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "tern/ops/rope.h"
+#include "tern/state/plain_kv_cache.h"
+
+namespace tern {
+namespace {
+
+Tensor random_tensor(const Shape& shape, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(numel(shape)));
+  for (float& x : v) x = dist(rng);
+  return Tensor::from_vector(v, shape);
+}
+
+float max_abs_diff(const Tensor& a, const Tensor& b) {
+  std::vector<float> x = a.to_f32_vector(), y = b.to_f32_vector();
+  EXPECT_EQ(x.size(), y.size());
+  float m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
+}
+
+TEST(PlainKVCacheStep, DecodeThroughDeviceStepEqualsOrdinaryDecode) {
+  std::mt19937 rng(3);
+  const int64_t B = 2, H = 2, Hq = 4, D = 8, P = 5, steps = 4;
+  PlainKVCache plain, stepped;
+  Tensor k0 = random_tensor({B, H, P, D}, rng), v0 = random_tensor({B, H, P, D}, rng);
+  plain.append(k0, v0, AppendPhase::window);
+  stepped.append(k0, v0, AppendPhase::window);
+  stepped.reserve(P + steps);
+  ASSERT_GE(stepped.capacity(), P + steps);
+
+  DeviceStep step;
+  step.positions = Tensor::from_vector(std::vector<int32_t>(B, P), {B});
+  step.lengths = Tensor::from_vector(std::vector<int32_t>(B, P + 1), {B});
+  step.span = stepped.capacity();  // a span past the stored prefix: the lengths must hide the rest
+  stepped.attach_step(&step);
+  ops::RopeConfig rc;
+  rc.head_dim = D;
+  ops::RopeTable rope = ops::rope_table(rc);
+  for (int64_t s = 0; s < steps; ++s) {
+    Tensor q = random_tensor({B, Hq, 1, D}, rng), k = random_tensor({B, H, 1, D}, rng), v = random_tensor({B, H, 1, D}, rng);
+    EXPECT_EQ(max_abs_diff(plain.rope_positions(q, rope), stepped.rope_positions(q, rope)), 0.0f);
+    Tensor want = plain.append(k, v, AppendPhase::decode)->attend(q, 0.35f);
+    Tensor got = stepped.append(k, v, AppendPhase::decode)->attend(q, 0.35f);
+    EXPECT_LT(max_abs_diff(want, got), 1e-6f) << "step " << s;
+    EXPECT_EQ(stepped.offset(), P + s) << "append under a step leaves offset() alone";
+    stepped.advance(1);
+    for (int64_t b = 0; b < B; ++b) {
+      step.positions.data<int32_t>()[b] += 1;
+      step.lengths.data<int32_t>()[b] += 1;
+    }
+  }
+  stepped.attach_step(nullptr);
+  EXPECT_EQ(stepped.offset(), plain.offset());
+  EXPECT_EQ(max_abs_diff(stepped.keys(), plain.keys()), 0.0f);
+  EXPECT_EQ(max_abs_diff(stepped.values(), plain.values()), 0.0f);
+}
+
+TEST(PlainKVCacheStep, ClearErrors) {
+  std::mt19937 rng(4);
+  PlainKVCache c, windowed(4);
+  EXPECT_THROW(c.reserve(8), Error);  // no shapes yet
+  EXPECT_FALSE(windowed.supports_device_step());
+  c.append(random_tensor({1, 1, 3, 4}, rng), random_tensor({1, 1, 3, 4}, rng), AppendPhase::window);
+  c.reserve(8);
+  DeviceStep step;
+  step.positions = Tensor::from_vector(std::vector<int32_t>{3}, {1});
+  step.lengths = Tensor::from_vector(std::vector<int32_t>{4}, {1});
+  step.span = c.capacity() + 1;
+  EXPECT_THROW(c.attach_step(&step), Error);  // span beyond the reserved storage
+  step.span = 8;
+  c.attach_step(&step);
+  EXPECT_THROW(c.append(random_tensor({1, 1, 2, 4}, rng), random_tensor({1, 1, 2, 4}, rng), AppendPhase::window), Error);
+  EXPECT_THROW(c.trim(1), Error);
+  EXPECT_THROW(c.advance(c.capacity()), Error);
+  c.attach_step(nullptr);
+  EXPECT_EQ(c.trim(1), 1);
+}
+
+}  // namespace
+}  // namespace tern
