@@ -157,7 +157,8 @@ TEST_F(CudaKVQuant, DecodeAttentionMatchesCpu) {
           }
 }
 
-// One cache on each device: prefill P positions, then 5 decode appends; every read compared.
+// One cache on each device: prefill P positions, a 7-position window over the quantized prefix (decode
+// into a temporary + sdpa), then 5 decode appends (the fused kernel); every read compared.
 void expect_cache_parity(const KVCacheOptions& options, bool deferred, int64_t D) {
   KVLayerInfo layer;
   layer.attention_index = 0;
@@ -167,9 +168,9 @@ void expect_cache_parity(const KVCacheOptions& options, bool deferred, int64_t D
   const int64_t B = 2, Hkv = 2, Hq = 8, P = 300;
   const float scale = 1.0f / std::sqrt(float(D));
   uint32_t seed = 90;
-  for (int step = 0; step < 6; ++step) {
-    const int64_t L = step == 0 ? P : 1;
-    const AppendPhase phase = step == 0 ? AppendPhase::window : AppendPhase::decode;
+  for (int step = 0; step < 7; ++step) {
+    const int64_t L = step == 0 ? P : step == 1 ? 7 : 1;
+    const AppendPhase phase = step <= 1 ? AppendPhase::window : AppendPhase::decode;
     Tensor k = ops::cast(randn({B, Hkv, L, D}, ++seed), Dtype::bf16), v = ops::cast(randn({B, Hkv, L, D}, ++seed), Dtype::bf16);
     Tensor q = ops::cast(randn({B, Hq, L, D}, ++seed), Dtype::bf16);
     Tensor want = cpu->append(ops::cast(k, Dtype::f32), ops::cast(v, Dtype::f32), phase)
