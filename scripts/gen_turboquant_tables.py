@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-# Generates the constant tables of tern/state/turboquant_tables.cpp: the Lloyd-Max codebooks of N(0,1)
+# Generates the constant tables of tern/ops/turboquant.cpp: the Lloyd-Max codebooks of N(0,1)
 # (the Lloyd-Max conditions solved by Newton's method, with exact interval integrals of the
 # density) and the fixed +-1 sign vectors
 # of the value rotation (splitmix64 from seed 42, bit i of the stream = sign of element i, 1 = -1).

@@ -2,21 +2,10 @@
 // into groups of G along head_dim; per group an f16 scale = (max - min) / (2^bits - 1) and an f16
 // bias = min, codes q = round((x - bias) / scale) in [0, 2^bits) bit-packed (4-bit: two per byte).
 #pragma once
+#include "tern/ops/affine_codec.h"
 #include "tern/state/quantized_kv_cache.h"
 
 namespace tern {
-
-// One row's codec: dim values -> row_bytes(dim) bytes laid out [codes][f16 scales][f16 biases].
-struct AffineRowCodec {
-  int bits = 8;
-  int64_t group = 64;
-  int64_t dim = 0;
-
-  static int64_t row_bytes(int bits, int64_t group, int64_t dim);
-  int64_t row_bytes() const { return row_bytes(bits, group, dim); }
-  void encode(const float* x, uint8_t* out) const;
-  void decode(const uint8_t* in, float* x) const;
-};
 
 class AffineKVCache : public QuantizedKVCache {
  public:
@@ -24,6 +13,10 @@ class AffineKVCache : public QuantizedKVCache {
   // bits 4 or 8; group 32, 64 or 128 (head_dim must be a multiple of it; checked at the first append).
   AffineKVCache(int bits, int64_t group);
   std::string signature() const override;
+  ops::KVRowCodec key_codec() const override { return {ops::KVRowCodec::affine, key_.bits, key_.group, key_.dim}; }
+  ops::KVRowCodec value_codec() const override {
+    return {ops::KVRowCodec::affine, value_.bits, value_.group, value_.dim};
+  }
 
  protected:
   void configure(int64_t key_dim, int64_t value_dim, int64_t& key_row_bytes, int64_t& value_row_bytes) override;

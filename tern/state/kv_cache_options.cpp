@@ -10,7 +10,7 @@
 #include "tern/state/ring_kv_cache.h"
 #include "tern/state/ring_transition_kv_cache.h"
 #include "tern/state/transition_kv_cache.h"
-#include "tern/state/turboquant.h"
+#include "tern/ops/turboquant.h"
 #include "tern/state/turboquant_kv_cache.h"
 
 namespace tern {

@@ -8,6 +8,7 @@
 #include "tern/base/parallel.h"
 #include "tern/ops/attention.h"
 #include "tern/ops/elementwise.h"
+#include "tern/ops/index.h"
 #include "tern/state/cache_file.h"
 
 namespace tern {
@@ -40,6 +41,26 @@ class DecodedRead : public AttentionRead {
   std::function<void(float*)> finish_;
 };
 
+// A decode append on the device: the fused kernel over the packed prefix plus the appended position.
+class FusedDecodeRead : public AttentionRead {
+ public:
+  FusedDecodeRead(Tensor k_rows, Tensor v_rows, ops::KVRowCodec kc, ops::KVRowCodec vc, Tensor k, Tensor v)
+      : k_rows_(std::move(k_rows)), v_rows_(std::move(v_rows)), kc_(kc), vc_(vc), k_(std::move(k)), v_(std::move(v)) {}
+  Tensor attend(const Tensor& q, float scale, float softcap) const override {
+    return ops::kv_decode_attention(q, k_rows_, kc_, v_rows_, vc_, k_, v_, scale, softcap);
+  }
+
+ private:
+  Tensor k_rows_, v_rows_;
+  ops::KVRowCodec kc_, vc_;
+  Tensor k_, v_;
+};
+
+// Head dims the fused decode kernel takes (else the device read decodes the prefix and runs sdpa).
+bool fused_decode_supported(const ops::KVRowCodec& kc, const ops::KVRowCodec& vc) {
+  return kc.dim == vc.dim && (kc.dim == 32 || kc.dim == 64 || kc.dim == 128 || kc.dim == 256 || kc.dim == 512);
+}
+
 Tensor as_f32(const Tensor& x) { return (x.dtype() == Dtype::f32 ? x : ops::cast(x, Dtype::f32)).contiguous(); }
 
 }  // namespace
@@ -52,16 +73,23 @@ int64_t QuantizedKVCache::trim(int64_t n) {
   TERN_CHECK(n >= 0, "[kv-cache] expected a non-negative trim count, got {}", n);
   const int64_t t = std::min(n, offset_);
   offset_ -= t;
+  if (on_device()) return t;  // the device storage keeps its capacity
   keys_.resize(static_cast<size_t>(offset_ * rows_ * key_row_bytes_));
   values_.resize(static_cast<size_t>(offset_ * rows_ * value_row_bytes_));
   return t;
 }
 
-int64_t QuantizedKVCache::bytes() const { return static_cast<int64_t>(keys_.capacity() + values_.capacity()); }
+int64_t QuantizedKVCache::bytes() const {
+  if (on_device()) return device_keys_.numel() + device_values_.numel();
+  return static_cast<int64_t>(keys_.capacity() + values_.capacity());
+}
 
 void QuantizedKVCache::check_append(const Tensor& k, const Tensor& v) const {
-  TERN_CHECK(k.device().is_cpu() && v.device().is_cpu(), "[kv-cache] {} storage is not implemented on CUDA yet",
-             kind_name());
+  TERN_CHECK(k.device() == v.device(), "[kv-cache] expected k and v on one device, got {} and {}", k.device().str(),
+             v.device().str());
+  if (rows_ > 0)
+    TERN_CHECK(k.device().is_cuda() == on_device(), "[kv-cache] expected appends on the {} storage's device ({}), got {}",
+               kind_name(), on_device() ? device_keys_.device().str() : "cpu", k.device().str());
   TERN_CHECK(k.rank() == 4 && v.rank() == 4, "[kv-cache] expected k and v of rank 4 [B, Hkv, L, D], got {} and {}",
              shape_str(k.shape()), shape_str(v.shape()));
   TERN_CHECK(k.size(0) == v.size(0) && k.size(1) == v.size(1) && k.size(2) == v.size(2),
@@ -87,6 +115,10 @@ void QuantizedKVCache::ensure_configured(const Tensor& k, const Tensor& v) {
 void QuantizedKVCache::store(const Tensor& k_in, const Tensor& v_in) {
   check_append(k_in, v_in);
   ensure_configured(k_in, v_in);
+  if (k_in.device().is_cuda()) {
+    store_on_device(k_in, v_in);
+    return;
+  }
   Tensor k = as_f32(k_in), v = as_f32(v_in);
   const int64_t n = k.size(2), start = offset_;
   keys_.resize(static_cast<size_t>((start + n) * rows_ * key_row_bytes_));
@@ -126,18 +158,69 @@ Tensor QuantizedKVCache::decode_prefix(bool keys, bool read_domain, int64_t extr
 
 Tensor QuantizedKVCache::dequantized_keys() const {
   TERN_CHECK(rows_ > 0, "[kv-cache] expected a {} storage holding positions, got an empty one", kind_name());
+  if (on_device()) return ops::kv_decode(device_rows(true), key_codec(), Dtype::f32);
   return decode_prefix(true, false, 0);
 }
 
 Tensor QuantizedKVCache::dequantized_values() const {
   TERN_CHECK(rows_ > 0, "[kv-cache] expected a {} storage holding positions, got an empty one", kind_name());
+  if (on_device()) return ops::kv_decode(device_rows(false), value_codec(), Dtype::f32);
   return decode_prefix(false, false, 0);
+}
+
+Tensor QuantizedKVCache::device_rows(bool keys) const {
+  return (keys ? device_keys_ : device_values_).slice(0, 0, offset_);
+}
+
+void QuantizedKVCache::store_on_device(const Tensor& k, const Tensor& v) {
+  const int64_t n = k.size(2), need = offset_ + n;
+  if (!on_device() || device_keys_.size(0) < need) {
+    // Capacity doubles (at least 256 positions); the prefix moves over, views held by reads stay valid.
+    const int64_t cap = std::max<int64_t>({need, on_device() ? 2 * device_keys_.size(0) : 0, 256});
+    for (bool keys : {true, false}) {
+      Tensor& dst = keys ? device_keys_ : device_values_;
+      Tensor grown = Tensor::empty({cap, batch_, heads_, keys ? key_row_bytes_ : value_row_bytes_}, Dtype::u8,
+                                   k.device());
+      if (offset_ > 0) grown.slice(0, 0, offset_).copy_from(dst.slice(0, 0, offset_));
+      dst = std::move(grown);
+    }
+  }
+  Tensor kd = device_keys_.slice(0, offset_, need), vd = device_values_.slice(0, offset_, need);
+  ops::kv_encode(k, key_codec(), kd);
+  ops::kv_encode(v, value_codec(), vd);
+  offset_ = need;
+}
+
+std::unique_ptr<AttentionRead> QuantizedKVCache::append_on_device(const Tensor& k, const Tensor& v, AppendPhase phase) {
+  const int64_t start = offset_;
+  const ops::KVRowCodec kc = key_codec(), vc = value_codec();
+  Tensor k_rows = start > 0 ? device_rows(true) : Tensor::empty({0, batch_, heads_, key_row_bytes_}, Dtype::u8, k.device());
+  Tensor v_rows =
+      start > 0 ? device_rows(false) : Tensor::empty({0, batch_, heads_, value_row_bytes_}, Dtype::u8, k.device());
+  std::unique_ptr<AttentionRead> read;
+  if (phase == AppendPhase::decode && fused_decode_supported(kc, vc)) {
+    read = std::make_unique<FusedDecodeRead>(k_rows, v_rows, kc, vc, k, v);
+  } else {
+    // Window (prefill) over a quantized prefix: decode it into a temporary and run the flash sdpa.
+    Tensor kr = k, vr = v;
+    if (start > 0) {
+      kr = ops::concat({ops::kv_decode(k_rows, kc, k.dtype()), k}, 2);
+      vr = ops::concat({ops::kv_decode(v_rows, vc, v.dtype()), v}, 2);
+    }
+    read = std::make_unique<DecodedRead>(std::move(kr), std::move(vr), start, nullptr);
+  }
+  store_on_device(k, v);
+  return read;
 }
 
 std::unique_ptr<AttentionRead> QuantizedKVCache::append(const Tensor& k_in, const Tensor& v_in, AppendPhase phase) {
   check_append(k_in, v_in);
   TERN_CHECK(phase == AppendPhase::window || k_in.size(2) == 1,
              "[kv-cache] expected one position for a decode append, got {}", k_in.size(2));
+  if (k_in.device().is_cuda()) {
+    ensure_configured(k_in, v_in);
+    return append_on_device(k_in, v_in, phase);
+  }
   Tensor k = as_f32(k_in), v = as_f32(v_in);
   const int64_t start = offset_, n = k.size(2);
   ensure_configured(k, v);
@@ -169,6 +252,15 @@ void QuantizedKVCache::save(CacheWriter& out) const {
   out.put_int("value_dim", value_dim_);
   out.put_int("key_row_bytes", key_row_bytes_);
   out.put_int("value_row_bytes", value_row_bytes_);
+  if (on_device()) {
+    // Persistence files hold host bytes: the packed rows come over as they are.
+    for (bool keys : {true, false}) {
+      const Tensor host = device_rows(keys).to(Device::cpu());
+      const uint8_t* p = host.data<uint8_t>();
+      out.put_bytes(keys ? "keys" : "values", std::vector<uint8_t>(p, p + host.numel()));
+    }
+    return;
+  }
   out.put_bytes("keys", keys_);
   out.put_bytes("values", values_);
 }

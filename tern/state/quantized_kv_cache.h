@@ -1,11 +1,13 @@
 // The shared body of the quantized KV storages (affine, TurboQuant): per position and head, a key
 // row and a value row encoded by the storage's codec into fixed-size byte rows; trimmable by whole
 // positions. An append is read with its own keys/values unquantized and the stored prefix decoded,
-// then quantized on store (bf16-first: an append is read before it converts).
+// then quantized on store (bf16-first: an append is read before it converts). On CUDA the packed
+// rows live on the device (tern/ops/kv_quant.h): a decode append is read by the fused kernel.
 #pragma once
 #include <cstdint>
 #include <vector>
 
+#include "tern/ops/kv_quant.h"
 #include "tern/state/cache.h"
 
 namespace tern {
@@ -25,13 +27,17 @@ class QuantizedKVCache : public KVCache {
   // Quantizes k [B, Hkv, L, D], v [B, Hkv, L, Dv] onto the end of the storage without reading them
   // (the bf16-first transition hands its unquantized prefix over through this).
   void store(const Tensor& k, const Tensor& v);
-  // The stored prefix decoded to the keys' and values' own domain: [B, Hkv, offset, D] / [.., Dv] f32.
+  // The stored prefix decoded to the keys' and values' own domain: [B, Hkv, offset, D] / [.., Dv] f32,
+  // on the storage's device.
   Tensor dequantized_keys() const;
   Tensor dequantized_values() const;
   // Encoded bytes of one position across every row and head (0 before the first store).
   int64_t bytes_per_position() const { return rows_ * (key_row_bytes_ + value_row_bytes_); }
   // The storage's short name for errors ("affine", "turboquant").
   virtual const char* kind_name() const = 0;
+  // The row codecs of the configured storage (valid after the first store), as the kv_quant ops take them.
+  virtual ops::KVRowCodec key_codec() const = 0;
+  virtual ops::KVRowCodec value_codec() const = 0;
 
  protected:
   // Called once, at the first store: checks the head dims and returns the encoded row sizes.
@@ -55,11 +61,16 @@ class QuantizedKVCache : public KVCache {
   void check_append(const Tensor& k, const Tensor& v) const;
   void ensure_configured(const Tensor& k, const Tensor& v);
   Tensor decode_prefix(bool keys, bool read_domain, int64_t extra) const;
+  bool on_device() const { return device_keys_.defined(); }
+  void store_on_device(const Tensor& k, const Tensor& v);
+  std::unique_ptr<AttentionRead> append_on_device(const Tensor& k, const Tensor& v, AppendPhase phase);
+  Tensor device_rows(bool keys) const;  // [offset, B, Hkv, row bytes] view of the device storage
 
   int64_t batch_ = 0, heads_ = 0, rows_ = 0;  // rows_ = batch_ * heads_
   int64_t key_row_bytes_ = 0, value_row_bytes_ = 0;
   int64_t offset_ = 0;
-  std::vector<uint8_t> keys_, values_;  // [position, B, Hkv, row bytes]
+  std::vector<uint8_t> keys_, values_;  // [position, B, Hkv, row bytes] on the CPU
+  Tensor device_keys_, device_values_;  // u8 [capacity, B, Hkv, row bytes] on a CUDA device
 };
 
 }  // namespace tern

@@ -40,7 +40,6 @@ int64_t TransitionKVCache::bytes() const { return plain_.bytes() + quantized_->b
 
 std::unique_ptr<AttentionRead> TransitionKVCache::append(const Tensor& k, const Tensor& v, AppendPhase phase) {
   if (converted_) return quantized_->append(k, v, phase);
-  TERN_CHECK(k.device().is_cpu(), "[kv-cache] {} storage is not implemented on CUDA yet", quantized_->kind_name());
   std::unique_ptr<AttentionRead> read = plain_.append(k, v, phase);
   if (plain_.offset() >= start_) {
     // The read keeps views of the plain buffers alive; the cache itself lets them go.

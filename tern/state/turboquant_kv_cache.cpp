@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "tern/base/error.h"
-#include "tern/state/turboquant.h"
+#include "tern/ops/turboquant.h"
 
 namespace tern {
 
@@ -36,15 +36,11 @@ void TurboQuantKVCache::encode_key(const float* x, uint8_t* out) const { turboqu
 void TurboQuantKVCache::decode_key(const uint8_t* in, float* x) const { turboquant::decode_key(in, key_dim_, x); }
 
 void TurboQuantKVCache::encode_value(const float* x, uint8_t* out) const {
-  float r[512];
-  std::copy(x, x + value_dim_, r);
-  turboquant::rotate(r, value_dim_);
-  turboquant::encode_rotated_value(r, value_dim_, value_bits_, out);
+  turboquant::encode_value(x, value_dim_, value_bits_, out);
 }
 
 void TurboQuantKVCache::decode_value(const uint8_t* in, float* x) const {
-  turboquant::decode_rotated_value(in, value_dim_, value_bits_, x);
-  turboquant::unrotate(x, value_dim_);
+  turboquant::decode_value(in, value_dim_, value_bits_, x);
 }
 
 void TurboQuantKVCache::decode_value_for_read(const uint8_t* in, float* x) const {

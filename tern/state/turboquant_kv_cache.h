@@ -1,5 +1,5 @@
 // TurboQuant KV storage, signature "kv:turboquant:k<K>v<V>" (K = 8; V in {2, 3, 4, 8}): keys int8 per
-// group of 32, values rotated and Lloyd-Max coded (tern/state/turboquant.h). Two reads, fixed per
+// group of 32, values rotated and Lloyd-Max coded (tern/ops/turboquant.h). Two reads, fixed per
 // cache: decoded (values rotated back to their own domain, ordinary attention) or deferred (attention
 // over the still-rotated values, then one inverse rotation per output row; attention is linear in V).
 #pragma once
@@ -14,6 +14,10 @@ class TurboQuantKVCache : public QuantizedKVCache {
   TurboQuantKVCache(int key_bits, int value_bits, bool deferred_values);
   std::string signature() const override;
   bool deferred_values() const { return deferred_; }
+  ops::KVRowCodec key_codec() const override { return {ops::KVRowCodec::turbo_key, key_bits_, 32, key_dim_}; }
+  ops::KVRowCodec value_codec() const override {
+    return {ops::KVRowCodec::turbo_value, value_bits_, 32, value_dim_};
+  }
 
  protected:
   void configure(int64_t key_dim, int64_t value_dim, int64_t& key_row_bytes, int64_t& value_row_bytes) override;

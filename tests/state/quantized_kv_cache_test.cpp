@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <random>
 
+#include "tern/ops/kv_quant.h"
 #include "tern/state/affine_kv_cache.h"
 #include "tern/state/kv_cache_options.h"
 #include "tern/state/plain_kv_cache.h"
@@ -235,6 +236,29 @@ TEST(KVCacheFactory, RejectsUnknownKindsAndBits) {
   EXPECT_THROW(c->append(randn({1, 1, 2, 64}, 1), randn({1, 1, 2, 64}, 2), AppendPhase::window), Error);
   auto t = make("turbo");
   EXPECT_THROW(t->append(randn({1, 1, 2, 96}, 1), randn({1, 1, 2, 96}, 2), AppendPhase::window), Error);
+}
+
+// The cache's CPU decode read (decoded or deferred) agrees with the fused-read op over the same packed
+// rows: the op is what the CUDA storage runs, so this ties the two reads to one meaning.
+TEST(QuantizedKVCache, DecodeReadMatchesKVDecodeAttentionOp) {
+  const int64_t B = 2, Hkv = 2, Hq = 4, P = 40, D = 64;
+  const float scale = 0.125f;
+  std::vector<std::unique_ptr<QuantizedKVCache>> caches;
+  caches.push_back(std::make_unique<AffineKVCache>(4, 32));
+  caches.push_back(std::make_unique<TurboQuantKVCache>(8, 3, false));
+  caches.push_back(std::make_unique<TurboQuantKVCache>(8, 3, true));
+  for (auto& cache : caches) {
+    Tensor k = randn({B, Hkv, P, D}, 61), v = randn({B, Hkv, P, D}, 62);
+    cache->append(k, v, AppendPhase::window);
+    Tensor kn = randn({B, Hkv, 1, D}, 63), vn = randn({B, Hkv, 1, D}, 64), q = randn({B, Hq, 1, D}, 65);
+    Tensor got = cache->append(kn, vn, AppendPhase::decode)->attend(q, scale);
+    const ops::KVRowCodec kc = cache->key_codec(), vc = cache->value_codec();
+    Tensor kr = Tensor::empty({P, B, Hkv, kc.row_bytes()}, Dtype::u8), vr = Tensor::empty({P, B, Hkv, vc.row_bytes()}, Dtype::u8);
+    ops::kv_encode(k, kc, kr);
+    ops::kv_encode(v, vc, vr);
+    Tensor want = ops::kv_decode_attention(q, kr, kc, vr, vc, kn, vn, scale);
+    EXPECT_LT(max_abs_diff(got, want), 1e-5) << cache->signature();
+  }
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // pack_bits / unpack_bits: byte-aligned fast paths for 8 and 4 bits, a bit-stream loop otherwise.
-#include "tern/state/bit_pack.h"
+#include "tern/ops/bit_pack.h"
 
 #include <cstring>
 

@@ -1,6 +1,6 @@
 // pack_bits / unpack_bits: round trips for every width 1..8 and odd lengths, and the documented
 // little-endian layout on hand-computed bytes.
-#include "tern/state/bit_pack.h"
+#include "tern/ops/bit_pack.h"
 
 #include <gtest/gtest.h>
 

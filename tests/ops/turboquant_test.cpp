@@ -1,7 +1,7 @@
 // TurboQuant building blocks: the Lloyd-Max codebooks against an independent Lloyd iteration that
 // integrates the N(0,1) density numerically (and the published distortions), the sign constants
 // against their generator, the rotation's orthogonality and inverse, and the key/value codec errors.
-#include "tern/state/turboquant.h"
+#include "tern/ops/turboquant.h"
 
 #include <gtest/gtest.h>
 

@@ -28,5 +28,8 @@ void decode_key(const uint8_t* in, int64_t dim, float* x);
 int64_t value_row_bytes(int bits, int64_t dim);
 void encode_rotated_value(const float* r, int64_t dim, int bits, uint8_t* out);
 void decode_rotated_value(const uint8_t* in, int64_t dim, int bits, float* r);
+// Values in their own domain (dim <= 512): rotate, then encode_rotated_value; decode, then unrotate.
+void encode_value(const float* x, int64_t dim, int bits, uint8_t* out);
+void decode_value(const uint8_t* in, int64_t dim, int bits, float* x);
 
 }  // namespace tern::turboquant

@@ -1,0 +1,191 @@
+// Quantized KV rows on the GPU: encode (bit-identical to the CPU codecs: every group's statistics run
+// sequentially in the CPU's order with correctly rounded f32 ops) and decode. Device code only; the
+// fused decode attention over these rows lives in kv_quant_attention.cuh.
+#pragma once
+#include "tern/backend/cuda/kernels/common.cuh"
+#include "tern/backend/cuda/kernels/kv_quant_args.h"
+
+namespace tern::cuda::kernels {
+
+__device__ __forceinline__ float f16_value(const uint8_t* p) {
+  return __half2float(__ushort_as_half(static_cast<unsigned short>(p[0] | (p[1] << 8))));
+}
+__device__ __forceinline__ void store_f16(uint8_t* p, float x) {
+  const unsigned short b = __half_as_ushort(__float2half_rn(x));
+  p[0] = static_cast<uint8_t>(b & 0xff);
+  p[1] = static_cast<uint8_t>(b >> 8);
+}
+__device__ __forceinline__ float f16_round(float x) { return __half2float(__float2half_rn(x)); }
+
+// Code i of a little-endian bit stream of `bits`-wide codes.
+__device__ __forceinline__ unsigned load_code(const uint8_t* codes, int i, int bits) {
+  if (bits == 8) return codes[i];
+  const int bit = i * bits, byte = bit >> 3, shift = bit & 7;
+  unsigned v = static_cast<unsigned>(codes[byte]) >> shift;
+  if (shift + bits > 8) v |= static_cast<unsigned>(codes[byte + 1]) << (8 - shift);
+  return v & ((1u << bits) - 1u);
+}
+
+// Code i of a group into buf (bytes of the group's own stream, zeroed beforehand).
+__device__ __forceinline__ void put_code(uint8_t* buf, int i, int bits, unsigned c) {
+  if (bits == 8) {
+    buf[i] = static_cast<uint8_t>(c);
+    return;
+  }
+  const int bit = i * bits, byte = bit >> 3, shift = bit & 7;
+  buf[byte] |= static_cast<uint8_t>(c << shift);
+  if (shift + bits > 8) buf[byte + 1] |= static_cast<uint8_t>(c >> (8 - shift));
+}
+
+// x[dim] in shared memory <- H (signs * x) (inverse: signs * (H x)), H the normalised Sylvester
+// Hadamard matrix; every thread of the block calls it.
+__device__ __forceinline__ void block_rotate(float* x, int dim, const TurboTables& t, bool inverse) {
+  if (!inverse) {
+    for (int i = threadIdx.x; i < dim; i += blockDim.x)
+      if ((t.signs[i >> 5] >> (i & 31)) & 1u) x[i] = -x[i];
+    __syncthreads();
+  }
+  for (int h = 1; h < dim; h *= 2) {
+    for (int p = threadIdx.x; p < dim / 2; p += blockDim.x) {
+      const int i = (p / h) * 2 * h + p % h;
+      const float a = x[i], b = x[i + h];
+      x[i] = __fadd_rn(a, b);
+      x[i + h] = __fsub_rn(a, b);
+    }
+    __syncthreads();
+  }
+  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+    float v = __fmul_rn(x[i], t.norm);
+    if (inverse && ((t.signs[i >> 5] >> (i & 31)) & 1u)) v = -v;
+    x[i] = v;
+  }
+  __syncthreads();
+}
+
+// One group of an affine row, exactly as AffineRowCodec::encode.
+__device__ void encode_affine_group(const float* x, int n, int bits, uint8_t* codes, uint8_t* scale_out,
+                                    uint8_t* bias_out) {
+  float lo = x[0], hi = x[0];
+  for (int i = 1; i < n; ++i) {
+    lo = x[i] < lo ? x[i] : lo;  // std::min / std::max argument order
+    hi = hi < x[i] ? x[i] : hi;
+  }
+  const float qmax = static_cast<float>((1 << bits) - 1);
+  const float range = __fsub_rn(hi, lo);
+  const float scale = f16_round(__fdiv_rn(range < 1e-8f ? 1e-8f : range, qmax)), bias = f16_round(lo);
+  const float inv = scale > 0 ? __fdiv_rn(1.0f, scale) : 0.0f;
+  uint8_t buf[128] = {};
+  for (int i = 0; i < n; ++i) {
+    float q = rintf(__fmul_rn(__fsub_rn(x[i], bias), inv));
+    q = q < 0.0f ? 0.0f : (qmax < q ? qmax : q);
+    put_code(buf, i, bits, static_cast<unsigned>(q));
+  }
+  for (int i = 0; i < n * bits / 8; ++i) codes[i] = buf[i];
+  store_f16(scale_out, scale);
+  store_f16(bias_out, bias);
+}
+
+// One group of 32 of a TurboQuant key row, exactly as turboquant::encode_key.
+__device__ void encode_turbo_key_group(const float* x, uint8_t* codes, uint8_t* scale_out, uint8_t* zero_out) {
+  float lo = x[0], hi = x[0];
+  for (int i = 1; i < 32; ++i) {
+    lo = x[i] < lo ? x[i] : lo;
+    hi = hi < x[i] ? x[i] : hi;
+  }
+  const float alo = fabsf(lo), ahi = fabsf(hi);
+  const float amax = alo < ahi ? ahi : alo;
+  const float a = __fdiv_rn(__fsub_rn(hi, lo), 254.0f), b = __fdiv_rn(amax, 2048.0f);
+  const float sc = f16_round(a < b ? b : a);
+  const float den = __fadd_rn(sc, 1e-8f);
+  float zp = 0.0f;
+  if (sc > 0) zp = f16_round(rintf(__fdiv_rn(__fadd_rn(hi, lo), __fmul_rn(2.0f, den))));
+  for (int i = 0; i < 32; ++i) {
+    float q = 0.0f;
+    if (sc > 0) {
+      q = rintf(__fsub_rn(__fdiv_rn(x[i], den), zp));
+      q = q < -127.0f ? -127.0f : (127.0f < q ? 127.0f : q);
+    }
+    codes[i] = static_cast<uint8_t>(static_cast<int8_t>(q));
+  }
+  store_f16(scale_out, sc);
+  store_f16(zero_out, zp);
+}
+
+// One group of 32 of a rotated TurboQuant value row, exactly as turboquant::encode_rotated_value.
+__device__ void encode_turbo_value_group(const float* r, int bits, const TurboTables& t, uint8_t* codes,
+                                         uint8_t* scale_out) {
+  float ss = 0.0f;
+  for (int i = 0; i < 32; ++i) ss = __fadd_rn(ss, __fmul_rn(r[i], r[i]));
+  const float s = f16_round(__fsqrt_rn(__fdiv_rn(ss, 32.0f)));
+  const float inv = __fdiv_rn(1.0f, __fadd_rn(s, 1e-8f));
+  uint8_t buf[32] = {};
+  for (int i = 0; i < 32; ++i) {
+    const float y = __fmul_rn(r[i], inv);
+    int lo = 0, n = t.n_bounds;  // lower_bound: the number of bounds strictly below y
+    while (n > 0) {
+      const int half = n / 2;
+      if (t.bounds[lo + half] < y) {
+        lo += half + 1;
+        n -= half + 1;
+      } else {
+        n = half;
+      }
+    }
+    put_code(buf, i, bits, static_cast<unsigned>(lo));
+  }
+  for (int i = 0; i < 4 * bits; ++i) codes[i] = buf[i];
+  store_f16(scale_out, s);
+}
+
+// One block per packed row r = (l * B + b) * H + h, holding x[b, h, l, :] (x strides xs, last dim 1).
+template <typename T>
+__global__ void kv_encode_kernel(const T* x, int64_t B, int64_t H, int64_t xs0, int64_t xs1, int64_t xs2,
+                                 uint8_t* rows, KVCodecArgs c, TurboTables t) {
+  __shared__ float row[1024];
+  const int64_t r = blockIdx.x, h = r % H, b = (r / H) % B, l = r / (H * B);
+  const T* xp = x + b * xs0 + h * xs1 + l * xs2;
+  for (int i = threadIdx.x; i < c.dim; i += blockDim.x) row[i] = to_f32(xp[i]);
+  __syncthreads();
+  if (c.kind == 2) block_rotate(row, c.dim, t, false);
+  uint8_t* out = rows + r * c.row_bytes;
+  const int groups = c.dim / c.group;
+  uint8_t* first = out + c.codes_bytes;  // f16 scales [groups], then the second f16 [groups]
+  for (int g = threadIdx.x; g < groups; g += blockDim.x) {
+    uint8_t* codes = out + g * c.group * c.bits / 8;
+    if (c.kind == 0) encode_affine_group(row + g * c.group, c.group, c.bits, codes, first + 2 * g, first + 2 * (groups + g));
+    else if (c.kind == 1) encode_turbo_key_group(row + g * 32, codes, first + 2 * g, first + 2 * (groups + g));
+    else encode_turbo_value_group(row + g * 32, c.bits, t, codes, first + 2 * g);
+  }
+}
+
+// Element i of a packed row, dequantised (turbo values: in the rotated domain). book: the codebook.
+__device__ __forceinline__ float decode_element(const uint8_t* row, const KVCodecArgs& c, int i, const float* book) {
+  const int g = i / c.group, groups = c.dim / c.group;
+  const uint8_t* first = row + c.codes_bytes;
+  if (c.kind == 0)
+    return static_cast<float>(load_code(row, i, c.bits)) * f16_value(first + 2 * g) + f16_value(first + 2 * (groups + g));
+  if (c.kind == 1)
+    return (static_cast<float>(static_cast<int8_t>(row[i])) + f16_value(first + 2 * (groups + g))) * f16_value(first + 2 * g);
+  return book[load_code(row, i, c.bits)] * f16_value(first + 2 * g);
+}
+
+// One block per packed row r = (s * B + b) * H + h -> out [B, H, S, dim] contiguous; turbo values
+// rotated back when unrotate.
+template <typename T>
+__global__ void kv_decode_kernel(const uint8_t* rows, int64_t S, int64_t B, int64_t H, T* out, KVCodecArgs c,
+                                 TurboTables t, bool unrotate) {
+  __shared__ float row[1024];
+  __shared__ float book[256];
+  if (c.kind == 2)
+    for (int i = threadIdx.x; i < (1 << c.bits); i += blockDim.x) book[i] = t.book[i];
+  __syncthreads();
+  const int64_t r = blockIdx.x, h = r % H, b = (r / H) % B, s = r / (H * B);
+  const uint8_t* in = rows + r * c.row_bytes;
+  for (int i = threadIdx.x; i < c.dim; i += blockDim.x) row[i] = decode_element(in, c, i, book);
+  __syncthreads();
+  if (c.kind == 2 && unrotate) block_rotate(row, c.dim, t, true);
+  T* op = out + ((b * H + h) * S + s) * c.dim;
+  for (int i = threadIdx.x; i < c.dim; i += blockDim.x) op[i] = from_f32<T>(row[i]);
+}
+
+}  // namespace tern::cuda::kernels

@@ -1,0 +1,171 @@
+// Fused decode attention over packed KV rows (flash-decoding): a block owns one key split, one kv head
+// (up to GC of its query heads) and one batch row; each warp walks every 4th key of the split, lanes
+// dequantise EPL consecutive elements of the key and value rows in registers and keep their own online
+// softmax; the warps merge in shared memory into an (acc, max, sum) partial that the combine kernel
+// merges across splits, normalises and (turbo values) rotates back once per output row.
+#pragma once
+#include <math_constants.h>
+
+#include "tern/backend/cuda/kernels/kv_quant.cuh"
+
+namespace tern::cuda::kernels {
+
+constexpr int kKVAttnWarps = 4;
+
+struct KVAttnArgs {
+  const void* q;  // [B, Hq, 1, D], strides (b, h), last dim contiguous
+  int64_t qs[2];
+  const uint8_t* k_rows;  // [S, B, Hkv, row bytes]
+  const uint8_t* v_rows;
+  const void* k_new;  // [B, Hkv, 1, D] or nullptr, strides (b, h)
+  const void* v_new;
+  int64_t kns[2], vns[2];
+  float* partial;  // [n_splits, B * Hq, D + 2]
+  int64_t B, Hq, Hkv, S, chunk;  // keys [split * chunk, ...) of the S (+1 with k_new) visible ones
+  int n_splits, n_head_chunks;
+  float scale, softcap;
+  KVCodecArgs kc, vc;
+};
+
+// Query heads per block for EPL elements per lane (keeps q and acc at <= 32 registers each).
+template <int EPL>
+constexpr int kv_attn_heads() { return EPL <= 4 ? 8 : 32 / EPL; }
+
+template <typename T, int EPL>
+__global__ void __launch_bounds__(kKVAttnWarps * 32) kv_decode_attention_kernel(KVAttnArgs a, TurboTables t) {
+  constexpr int GC = kv_attn_heads<EPL>();
+  constexpr int D = 32 * EPL;
+  __shared__ float book[256];
+  __shared__ float new_v[D];
+  __shared__ float wm[kKVAttnWarps][GC], wl[kKVAttnWarps][GC];
+  __shared__ float wacc[kKVAttnWarps][GC][D];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t split = blockIdx.x, hk = blockIdx.y / a.n_head_chunks, b = blockIdx.z;
+  const int64_t G = a.Hq / a.Hkv, g0 = (blockIdx.y % a.n_head_chunks) * GC;
+  const int ng = static_cast<int>(G - g0 < GC ? G - g0 : GC);
+  const bool has_new = a.k_new != nullptr;
+  const int64_t n_keys = a.S + (has_new ? 1 : 0);
+  const int64_t j0 = split * a.chunk, j1 = j0 + a.chunk < n_keys ? j0 + a.chunk : n_keys;
+  const int e0 = lane * EPL;
+
+  if (a.vc.kind == 2)
+    for (int i = threadIdx.x; i < (1 << a.vc.bits); i += blockDim.x) book[i] = t.book[i];
+  const bool owns_new = has_new && j1 == n_keys;  // uniform across the block
+  if (owns_new) {
+    const T* vp = static_cast<const T*>(a.v_new) + b * a.vns[0] + hk * a.vns[1];
+    for (int i = threadIdx.x; i < D; i += blockDim.x) new_v[i] = to_f32(vp[i]);
+    __syncthreads();
+    if (a.vc.kind == 2) block_rotate(new_v, D, t, false);  // the read attends in the rotated domain
+  }
+  __syncthreads();
+
+  float q[GC][EPL];
+#pragma unroll
+  for (int gi = 0; gi < GC; ++gi) {
+    const int64_t h = hk * G + g0 + (gi < ng ? gi : 0);
+    const T* qp = static_cast<const T*>(a.q) + b * a.qs[0] + h * a.qs[1];
+#pragma unroll
+    for (int e = 0; e < EPL; ++e) q[gi][e] = to_f32(qp[e0 + e]);
+  }
+  float m[GC], l[GC], acc[GC][EPL];
+#pragma unroll
+  for (int gi = 0; gi < GC; ++gi) {
+    m[gi] = -CUDART_INF_F;
+    l[gi] = 0.0f;
+#pragma unroll
+    for (int e = 0; e < EPL; ++e) acc[gi][e] = 0.0f;
+  }
+
+  const int64_t pos_stride = a.B * a.Hkv;
+  for (int64_t j = j0 + warp; j < j1; j += kKVAttnWarps) {
+    float kx[EPL], vx[EPL];
+    if (j < a.S) {
+      const int64_t row = j * pos_stride + b * a.Hkv + hk;
+      const uint8_t* kr = a.k_rows + row * a.kc.row_bytes;
+      const uint8_t* vr = a.v_rows + row * a.vc.row_bytes;
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) {
+        kx[e] = decode_element(kr, a.kc, e0 + e, book);
+        vx[e] = decode_element(vr, a.vc, e0 + e, book);
+      }
+    } else {
+      const T* kp = static_cast<const T*>(a.k_new) + b * a.kns[0] + hk * a.kns[1];
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) {
+        kx[e] = to_f32(kp[e0 + e]);
+        vx[e] = new_v[e0 + e];
+      }
+    }
+#pragma unroll
+    for (int gi = 0; gi < GC; ++gi) {
+      float dot = 0.0f;
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) dot += q[gi][e] * kx[e];
+#pragma unroll
+      for (int o = 16; o > 0; o >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, o);
+      float s = dot * a.scale;
+      if (a.softcap > 0.0f) s = a.softcap * tanhf(s / a.softcap);
+      const float m_new = fmaxf(m[gi], s);
+      const float corr = expf(m[gi] - m_new), p = expf(s - m_new);
+      l[gi] = l[gi] * corr + p;
+#pragma unroll
+      for (int e = 0; e < EPL; ++e) acc[gi][e] = acc[gi][e] * corr + p * vx[e];
+      m[gi] = m_new;
+    }
+  }
+
+#pragma unroll
+  for (int gi = 0; gi < GC; ++gi) {
+    if (lane == 0) {
+      wm[warp][gi] = m[gi];
+      wl[warp][gi] = l[gi];
+    }
+#pragma unroll
+    for (int e = 0; e < EPL; ++e) wacc[warp][gi][e0 + e] = acc[gi][e];
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < ng * D; idx += blockDim.x) {
+    const int gi = idx / D, d = idx % D;
+    float mx = -CUDART_INF_F;
+    for (int w = 0; w < kKVAttnWarps; ++w) mx = fmaxf(mx, wm[w][gi]);
+    float sum = 0.0f, out = 0.0f;
+    for (int w = 0; w < kKVAttnWarps; ++w) {
+      const float wgt = wm[w][gi] == -CUDART_INF_F ? 0.0f : expf(wm[w][gi] - mx);
+      sum += wl[w][gi] * wgt;
+      out += wacc[w][gi][d] * wgt;
+    }
+    const int64_t r = b * a.Hq + hk * G + g0 + gi;
+    float* pp = a.partial + (split * a.B * a.Hq + r) * (D + 2);
+    pp[d] = out;
+    if (d == 0) {
+      pp[D] = mx;
+      pp[D + 1] = sum;
+    }
+  }
+}
+
+// One block per output row r = b * Hq + h: merges the splits' partials, normalises, rotates turbo
+// values back (rotate_back) and writes out [B * Hq, D] contiguous.
+template <typename T>
+__global__ void kv_attention_combine_kernel(const float* partial, int n_splits, int64_t rows, int D, bool rotate_back,
+                                            TurboTables t, T* out) {
+  __shared__ float o[512];
+  const int64_t r = blockIdx.x;
+  float mx = -CUDART_INF_F;
+  for (int s = 0; s < n_splits; ++s) mx = fmaxf(mx, partial[(s * rows + r) * (D + 2) + D]);
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float sum = 0.0f, acc = 0.0f;
+    for (int s = 0; s < n_splits; ++s) {
+      const float* pp = partial + (s * rows + r) * (D + 2);
+      const float wgt = pp[D] == -CUDART_INF_F ? 0.0f : expf(pp[D] - mx);
+      sum += pp[D + 1] * wgt;
+      acc += pp[d] * wgt;
+    }
+    o[d] = sum > 0.0f ? acc / sum : 0.0f;
+  }
+  __syncthreads();
+  if (rotate_back) block_rotate(o, D, t, true);
+  for (int d = threadIdx.x; d < D; d += blockDim.x) out[r * D + d] = from_f32<T>(o[d]);
+}
+
+}  // namespace tern::cuda::kernels

@@ -1,0 +1,106 @@
+// CUDA quantized KV rows: lays out the codec and TurboQuant's tables for the kernels, picks the key
+// splits of the fused decode attention and allocates its workspace.
+#include "tern/ops/kv_quant.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tern/backend/cuda/kv_quant_launch.h"
+#include "tern/backend/cuda/layout.h"
+#include "tern/backend/cuda/runtime/context.h"
+#include "tern/ops/elementwise.h"
+#include "tern/ops/turboquant.h"
+
+namespace tern::cuda {
+namespace {
+
+KVCodecArgs codec_args(const ops::KVRowCodec& c) {
+  KVCodecArgs a;
+  a.kind = static_cast<int>(c.kind);
+  a.bits = c.bits;
+  a.group = static_cast<int>(c.group);
+  a.dim = static_cast<int>(c.dim);
+  a.row_bytes = static_cast<int>(c.row_bytes());
+  a.codes_bytes = static_cast<int>(c.dim * c.bits / 8);
+  return a;
+}
+
+// The value constants exactly as the CPU codec computes them (bounds, 1/sqrt(dim)).
+TurboTables turbo_tables(const ops::KVRowCodec& c) {
+  TurboTables t;
+  if (c.kind != ops::KVRowCodec::turbo_value) return t;
+  const std::vector<float>& book = turboquant::codebook(c.bits);
+  for (size_t i = 0; i < book.size(); ++i) t.book[i] = book[i];
+  for (size_t i = 0; i + 1 < book.size(); ++i) t.bounds[i] = 0.5f * (book[i] + book[i + 1]);
+  t.n_bounds = static_cast<int>(book.size()) - 1;
+  const std::vector<float>& signs = turboquant::signs(c.dim);
+  for (int64_t i = 0; i < c.dim; ++i)
+    if (signs[i] < 0) t.signs[i / 32] |= 1u << (i % 32);
+  t.norm = 1.0f / std::sqrt(static_cast<float>(c.dim));
+  return t;
+}
+
+Tensor last_dim_contiguous(const Tensor& t) { return t.stride(-1) == 1 || t.size(-1) == 1 ? t : t.contiguous(); }
+
+}  // namespace
+
+void kv_encode(const Tensor& x_in, const ops::KVRowCodec& codec, Tensor& rows) {
+  check_cuda(x_in, "kv_encode");
+  const Tensor x = last_dim_contiguous(x_in);
+  const int64_t xs[3] = {x.stride(0), x.stride(1), x.stride(2)};
+  launch_kv_encode(x.dtype(), x.data_ptr(), x.size(0), x.size(1), x.size(2), xs, rows.data<uint8_t>(), codec_args(codec),
+                   turbo_tables(codec), stream());
+}
+
+void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, Tensor& out) {
+  check_cuda(rows, "kv_decode");
+  launch_kv_decode(out.dtype(), rows.data<uint8_t>(), rows.size(0), rows.size(1), rows.size(2), out.data_ptr(),
+                   codec_args(codec), turbo_tables(codec), unrotate, stream());
+}
+
+void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KVRowCodec& key_codec,
+                         const Tensor& v_rows, const ops::KVRowCodec& value_codec, const Tensor& k_new_in,
+                         const Tensor& v_new_in, float scale, float softcap, Tensor& out) {
+  check_cuda(q_in, "kv_decode_attention");
+  const int64_t D = key_codec.dim;
+  TERN_CHECK(value_codec.dim == D && (D == 32 || D == 64 || D == 128 || D == 256 || D == 512),
+             "[kv_decode_attention] expected key and value head_dim equal and in {{32, 64, 128, 256, 512}} on cuda, "
+             "got {} and {}",
+             D, value_codec.dim);
+  const Tensor q = last_dim_contiguous(q_in);
+  KVAttnLaunch p;
+  p.q = q.data_ptr();
+  p.qs[0] = q.stride(0), p.qs[1] = q.stride(1);
+  p.k_rows = k_rows.data<uint8_t>();
+  p.v_rows = v_rows.data<uint8_t>();
+  Tensor k_new, v_new;
+  if (k_new_in.defined() && k_new_in.size(2) > 0) {
+    // the kernel reads the new position in q's dtype
+    k_new = last_dim_contiguous(k_new_in.dtype() == q.dtype() ? k_new_in : ops::cast(k_new_in, q.dtype()));
+    v_new = last_dim_contiguous(v_new_in.dtype() == q.dtype() ? v_new_in : ops::cast(v_new_in, q.dtype()));
+    p.k_new = k_new.data_ptr();
+    p.v_new = v_new.data_ptr();
+    p.kns[0] = k_new.stride(0), p.kns[1] = k_new.stride(1);
+    p.vns[0] = v_new.stride(0), p.vns[1] = v_new.stride(1);
+  }
+  p.out = out.data_ptr();
+  p.B = q.size(0), p.Hq = q.size(1), p.Hkv = k_rows.size(2), p.S = k_rows.size(0);
+  p.scale = scale;
+  p.softcap = softcap;
+  p.kc = codec_args(key_codec);
+  p.vc = codec_args(value_codec);
+  // About three blocks per SM; every split keeps >= 64 keys (16 per warp) and none is empty.
+  const int64_t n_keys = p.S + (p.k_new ? 1 : 0);
+  const int64_t heads = kv_attention_heads_per_block(D), G = p.Hq / p.Hkv;
+  const int64_t blocks = p.B * p.Hkv * ((G + heads - 1) / heads);
+  const int64_t sms = device_props().multiProcessorCount;
+  const int64_t want = (3 * sms + blocks - 1) / blocks;
+  const int64_t n = std::max<int64_t>(1, std::min<int64_t>({want, (n_keys + 63) / 64, 256}));
+  const int64_t chunk = (n_keys + n - 1) / n;
+  p.chunk = chunk;
+  const int splits = static_cast<int>((n_keys + chunk - 1) / chunk);
+  Tensor workspace = Tensor::empty({splits, p.B * p.Hq, D + 2}, Dtype::f32, q.device());
+  launch_kv_decode_attention(q.dtype(), p, turbo_tables(value_codec), splits, workspace.data<float>(), stream());
+}
+
+}  // namespace tern::cuda

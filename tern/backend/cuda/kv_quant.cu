@@ -1,0 +1,84 @@
+// Launchers of the quantized KV kernels: encode, decode, and the fused decode attention with its combine.
+#include "tern/backend/cuda/dispatch.cuh"
+#include "tern/backend/cuda/kernels/kv_quant_attention.cuh"
+#include "tern/backend/cuda/kv_quant_launch.h"
+#include "tern/backend/cuda/runtime/check.h"
+
+namespace tern::cuda {
+
+void launch_kv_encode(Dtype dt, const void* x, int64_t B, int64_t H, int64_t L, const int64_t xs[3], uint8_t* rows,
+                      const KVCodecArgs& c, const TurboTables& t, cudaStream_t s) {
+  dispatch_float(dt, [&](auto tag) {
+    using T = decltype(tag);
+    kernels::kv_encode_kernel<T><<<static_cast<unsigned>(L * B * H), 128, 0, s>>>(static_cast<const T*>(x), B, H, xs[0],
+                                                                                  xs[1], xs[2], rows, c, t);
+  });
+  TERN_CUDA_CHECK_LAUNCH();
+}
+
+void launch_kv_decode(Dtype dt, const uint8_t* rows, int64_t S, int64_t B, int64_t H, void* out, const KVCodecArgs& c,
+                      const TurboTables& t, bool unrotate, cudaStream_t s) {
+  dispatch_float(dt, [&](auto tag) {
+    using T = decltype(tag);
+    kernels::kv_decode_kernel<T><<<static_cast<unsigned>(S * B * H), 128, 0, s>>>(rows, S, B, H, static_cast<T*>(out),
+                                                                                  c, t, unrotate);
+  });
+  TERN_CUDA_CHECK_LAUNCH();
+}
+
+int kv_attention_heads_per_block(int64_t D) {
+  switch (D) {
+    case 32: return kernels::kv_attn_heads<1>();
+    case 64: return kernels::kv_attn_heads<2>();
+    case 128: return kernels::kv_attn_heads<4>();
+    case 256: return kernels::kv_attn_heads<8>();
+    default: return kernels::kv_attn_heads<16>();
+  }
+}
+
+namespace {
+
+template <typename T, int EPL>
+void launch_attention(const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace, cudaStream_t s) {
+  kernels::KVAttnArgs a;
+  a.q = p.q;
+  a.qs[0] = p.qs[0], a.qs[1] = p.qs[1];
+  a.k_rows = p.k_rows, a.v_rows = p.v_rows;
+  a.k_new = p.k_new, a.v_new = p.v_new;
+  for (int i = 0; i < 2; ++i) a.kns[i] = p.kns[i], a.vns[i] = p.vns[i];
+  a.partial = workspace;
+  a.B = p.B, a.Hq = p.Hq, a.Hkv = p.Hkv, a.S = p.S;
+  a.chunk = p.chunk;
+  a.n_splits = n_splits;
+  constexpr int GC = kernels::kv_attn_heads<EPL>();
+  const int64_t G = p.Hq / p.Hkv;
+  a.n_head_chunks = static_cast<int>((G + GC - 1) / GC);
+  a.scale = p.scale, a.softcap = p.softcap;
+  a.kc = p.kc, a.vc = p.vc;
+  const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv * a.n_head_chunks),
+                  static_cast<unsigned>(p.B));
+  kernels::kv_decode_attention_kernel<T, EPL><<<grid, kernels::kKVAttnWarps * 32, 0, s>>>(a, t);
+  TERN_CUDA_CHECK_LAUNCH();
+  const int64_t rows = p.B * p.Hq;
+  kernels::kv_attention_combine_kernel<T><<<static_cast<unsigned>(rows), 128, 0, s>>>(
+      workspace, n_splits, rows, 32 * EPL, p.vc.kind == 2, t, static_cast<T*>(p.out));
+  TERN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void launch_kv_decode_attention(Dtype dt, const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace,
+                                cudaStream_t s) {
+  dispatch_float(dt, [&](auto tag) {
+    using T = decltype(tag);
+    switch (p.kc.dim) {
+      case 32: launch_attention<T, 1>(p, t, n_splits, workspace, s); return;
+      case 64: launch_attention<T, 2>(p, t, n_splits, workspace, s); return;
+      case 128: launch_attention<T, 4>(p, t, n_splits, workspace, s); return;
+      case 256: launch_attention<T, 8>(p, t, n_splits, workspace, s); return;
+      default: launch_attention<T, 16>(p, t, n_splits, workspace, s); return;  // 512 (checked by the caller)
+    }
+  });
+}
+
+}  // namespace tern::cuda

@@ -1,0 +1,44 @@
+// Launchers of the quantized KV kernels (kv_quant.cu): raw device pointers, sizes, the codec and the
+// engine stream; tern/backend/cuda/kv_quant.cpp validates the Tensors and calls these.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "tern/backend/cuda/kernels/kv_quant_args.h"
+#include "tern/core/dtype.h"
+
+namespace tern::cuda {
+
+using kernels::KVCodecArgs;
+using kernels::TurboTables;
+
+// x [B, H, L, dim] of dt with strides xs (b, h, l), last dim contiguous -> rows [L, B, H, row_bytes].
+void launch_kv_encode(Dtype dt, const void* x, int64_t B, int64_t H, int64_t L, const int64_t xs[3], uint8_t* rows,
+                      const KVCodecArgs& c, const TurboTables& t, cudaStream_t s);
+// rows [S, B, H, row_bytes] -> out [B, H, S, dim] of dt, contiguous.
+void launch_kv_decode(Dtype dt, const uint8_t* rows, int64_t S, int64_t B, int64_t H, void* out, const KVCodecArgs& c,
+                      const TurboTables& t, bool unrotate, cudaStream_t s);
+
+// The fused decode attention (see ops::kv_decode_attention); D == Dv in {32, 64, 128, 256, 512}.
+struct KVAttnLaunch {
+  const void* q = nullptr;
+  int64_t qs[2] = {};
+  const uint8_t* k_rows = nullptr;
+  const uint8_t* v_rows = nullptr;
+  const void* k_new = nullptr;  // nullptr: no unquantized position
+  const void* v_new = nullptr;
+  int64_t kns[2] = {}, vns[2] = {};
+  void* out = nullptr;  // [B, Hq, 1, D] contiguous, q's dtype
+  int64_t B = 0, Hq = 0, Hkv = 0, S = 0;
+  int64_t chunk = 1;  // keys per split: split i reads keys [i * chunk, (i + 1) * chunk) of S (+ 1 new)
+  float scale = 1.0f, softcap = 0.0f;
+  KVCodecArgs kc, vc;
+};
+// Heads of one kv head's query group that one block serves, for head dim D.
+int kv_attention_heads_per_block(int64_t D);
+// workspace: n_splits * B * Hq * (D + 2) floats; n_splits * chunk must cover S (+ 1 new) keys.
+void launch_kv_decode_attention(Dtype dt, const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace,
+                                cudaStream_t s);
+
+}  // namespace tern::cuda

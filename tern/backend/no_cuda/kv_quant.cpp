@@ -1,0 +1,13 @@
+// CPU-only build: the CUDA quantized KV entry points throw.
+#include "tern/ops/kv_quant.h"
+
+namespace tern::cuda {
+
+void kv_encode(const Tensor&, const ops::KVRowCodec&, Tensor&) { TERN_THROW("[kv_encode] needs a CUDA build"); }
+void kv_decode(const Tensor&, const ops::KVRowCodec&, bool, Tensor&) { TERN_THROW("[kv_decode] needs a CUDA build"); }
+void kv_decode_attention(const Tensor&, const Tensor&, const ops::KVRowCodec&, const Tensor&, const ops::KVRowCodec&,
+                         const Tensor&, const Tensor&, float, float, Tensor&) {
+  TERN_THROW("[kv_decode_attention] needs a CUDA build");
+}
+
+}  // namespace tern::cuda

@@ -1,0 +1,145 @@
+// Quantized KV rows: codec validation, output allocation and backend dispatch; on the CPU the decode
+// attention is the reference composition (decode, attend with sdpa, rotate the output rows back).
+#include "tern/ops/kv_quant.h"
+
+#include "tern/base/parallel.h"
+#include "tern/ops/affine_codec.h"
+#include "tern/ops/attention.h"
+#include "tern/ops/elementwise.h"
+#include "tern/ops/index.h"
+#include "tern/ops/turboquant.h"
+
+namespace tern::ops {
+
+int64_t KVRowCodec::row_bytes() const {
+  TERN_CHECK(dim > 0, "[kv-quant] expected a positive row dim, got {}", dim);
+  switch (kind) {
+    case affine:
+      TERN_CHECK(bits == 4 || bits == 8, "[kv-quant] expected affine bits 4 or 8, got {}", bits);
+      TERN_CHECK(group == 32 || group == 64 || group == 128, "[kv-quant] expected an affine group of 32, 64 or 128, got {}",
+                 group);
+      TERN_CHECK(dim % group == 0 && dim <= 1024, "[kv-quant] expected dim a multiple of {} (at most 1024), got {}",
+                 group, dim);
+      return AffineRowCodec::row_bytes(bits, group, dim);
+    case turbo_key:
+      TERN_CHECK(bits == 8, "[kv-quant] expected turbo key bits 8, got {}", bits);
+      TERN_CHECK(group == turboquant::kGroup && dim % group == 0 && dim <= 512,
+                 "[kv-quant] expected turbo keys of group 32 and dim a multiple of 32 (at most 512), got {} and {}",
+                 group, dim);
+      return turboquant::key_row_bytes(dim);
+    case turbo_value:
+      TERN_CHECK(bits == 2 || bits == 3 || bits == 4 || bits == 8, "[kv-quant] expected turbo value bits 2, 3, 4 or 8, got {}",
+                 bits);
+      TERN_CHECK(group == turboquant::kGroup, "[kv-quant] expected turbo values of group 32, got {}", group);
+      turboquant::signs(dim);  // throws unless dim is a power of two in [32, 512]
+      return turboquant::value_row_bytes(bits, dim);
+  }
+  TERN_THROW("[kv-quant] unknown codec kind {}", static_cast<int>(kind));
+}
+
+namespace {
+
+void check_rows(const Tensor& rows, const KVRowCodec& codec, const char* what) {
+  TERN_CHECK(rows.dtype() == Dtype::u8 && rows.rank() == 4 && rows.is_contiguous(),
+             "[kv-quant] expected {} as contiguous u8 [S, B, H, row_bytes], got {} {}", what, dtype_name(rows.dtype()),
+             shape_str(rows.shape()));
+  TERN_CHECK(rows.size(3) == codec.row_bytes(), "[kv-quant] expected {} rows of {} bytes, got {}", what,
+             codec.row_bytes(), rows.size(3));
+}
+
+}  // namespace
+
+void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows) {
+  TERN_CHECK(x.defined() && is_floating(x.dtype()) && x.rank() == 4,
+             "[kv-quant] expected a float x of rank 4 [B, H, L, dim], got {}", x.defined() ? shape_str(x.shape()) : "none");
+  TERN_CHECK(x.size(3) == codec.dim, "[kv-quant] expected x rows of {} values, got {}", codec.dim, x.size(3));
+  check_rows(rows, codec, "encode rows");
+  TERN_CHECK(rows.size(0) == x.size(2) && rows.size(1) == x.size(0) && rows.size(2) == x.size(1),
+             "[kv-quant] expected rows [{}, {}, {}, ..] for x {}, got {}", x.size(2), x.size(0), x.size(1),
+             shape_str(x.shape()), shape_str(rows.shape()));
+  TERN_CHECK(rows.device() == x.device(), "[kv-quant] expected rows on {}, got {}", x.device().str(),
+             rows.device().str());
+  if (x.numel() == 0) return;
+  if (x.device().is_cpu()) cpu::kv_encode(x, codec, rows);
+  else cuda::kv_encode(x, codec, rows);
+}
+
+Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool unrotate) {
+  check_rows(rows, codec, "rows");
+  TERN_CHECK(is_floating(dtype), "[kv-quant] expected a float decode dtype, got {}", dtype_name(dtype));
+  Tensor out = Tensor::empty({rows.size(1), rows.size(2), rows.size(0), codec.dim}, dtype, rows.device());
+  if (out.numel() == 0) return out;
+  if (rows.device().is_cpu()) cpu::kv_decode(rows, codec, unrotate, out);
+  else cuda::kv_decode(rows, codec, unrotate, out);
+  return out;
+}
+
+namespace {
+
+// Rotates (or rotates back) every contiguous f32 row of x in place.
+void rotate_rows(Tensor& x, bool inverse) {
+  const int64_t d = x.size(-1), n = x.numel() / d;
+  float* p = x.data<float>();
+  parallel_for(n, 16, [&](int64_t b, int64_t e) {
+    for (int64_t r = b; r < e; ++r) {
+      if (inverse) turboquant::unrotate(p + r * d, d);
+      else turboquant::rotate(p + r * d, d);
+    }
+  });
+}
+
+}  // namespace
+
+Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
+                           const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
+                           float softcap) {
+  TERN_CHECK(q.defined() && is_floating(q.dtype()) && q.rank() == 4 && q.size(2) == 1,
+             "[kv-quant] expected a float q [B, Hq, 1, D], got {}", q.defined() ? shape_str(q.shape()) : "none");
+  TERN_CHECK(key_codec.kind != KVRowCodec::turbo_value && value_codec.kind != KVRowCodec::turbo_key,
+             "[kv-quant] expected a key codec for keys and a value codec for values");
+  check_rows(k_rows, key_codec, "key rows");
+  check_rows(v_rows, value_codec, "value rows");
+  const int64_t B = q.size(0), Hq = q.size(1), S = k_rows.size(0), Hkv = k_rows.size(2);
+  TERN_CHECK(key_codec.dim == q.size(3), "[kv-quant] expected key rows of the query's head_dim {}, got {}", q.size(3),
+             key_codec.dim);
+  TERN_CHECK(v_rows.size(0) == S && k_rows.size(1) == B && v_rows.size(1) == B && v_rows.size(2) == Hkv,
+             "[kv-quant] expected key and value rows [S, {}, Hkv, ..] alike, got {} and {}", B,
+             shape_str(k_rows.shape()), shape_str(v_rows.shape()));
+  TERN_CHECK(Hkv > 0 && Hq % Hkv == 0, "[kv-quant] expected Hq % Hkv == 0, got {} and {}", Hq, Hkv);
+  TERN_CHECK(k_new.defined() == v_new.defined(), "[kv-quant] expected k_new and v_new both given or both not");
+  int64_t T = 0;
+  if (k_new.defined()) {
+    T = k_new.size(2);
+    TERN_CHECK(k_new.rank() == 4 && v_new.rank() == 4 && k_new.dtype() == v_new.dtype() && T <= 1 &&
+                   k_new.shape() == Shape({B, Hkv, T, key_codec.dim}) &&
+                   v_new.shape() == Shape({B, Hkv, T, value_codec.dim}),
+               "[kv-quant] expected k_new [{}, {}, T <= 1, {}] and v_new [.., {}] of one dtype, got {} and {}", B, Hkv,
+               key_codec.dim, value_codec.dim, shape_str(k_new.shape()), shape_str(v_new.shape()));
+  }
+  TERN_CHECK(S + T > 0, "[kv-quant] expected at least one position to attend to, got none");
+  for (const Tensor* t : {&k_rows, &v_rows, &k_new, &v_new})
+    TERN_CHECK(!t->defined() || t->device() == q.device(), "[kv-quant] expected every input on {}, got {}",
+               q.device().str(), t->device().str());
+  const bool rotated = value_codec.kind == KVRowCodec::turbo_value;
+  if (q.device().is_cuda()) {
+    Tensor out = Tensor::empty({B, Hq, 1, value_codec.dim}, q.dtype(), q.device());
+    cuda::kv_decode_attention(q, k_rows, key_codec, v_rows, value_codec, k_new, v_new, scale, softcap, out);
+    return out;
+  }
+  Tensor k = kv_decode(k_rows, key_codec, Dtype::f32), v = kv_decode(v_rows, value_codec, Dtype::f32, false);
+  if (T > 0) {
+    // A fresh f32 copy: the rotation works in place.
+    Tensor vn = Tensor::empty(v_new.shape(), Dtype::f32);
+    vn.copy_from(v_new.dtype() == Dtype::f32 ? v_new : cast(v_new, Dtype::f32));
+    if (rotated) rotate_rows(vn, false);
+    k = concat({k, cast(k_new, Dtype::f32)}, 2);
+    v = concat({v, vn}, 2);
+  }
+  AttentionMask none;
+  none.causal = false;
+  Tensor o = sdpa(cast(q, Dtype::f32), k, v, scale, none, softcap).contiguous();
+  if (rotated) rotate_rows(o, true);
+  return q.dtype() == Dtype::f32 ? o : cast(o, q.dtype());
+}
+
+}  // namespace tern::ops

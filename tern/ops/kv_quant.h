@@ -1,0 +1,52 @@
+// Quantized KV rows as an op family: encode activations into the packed row layout of the affine and
+// TurboQuant codecs (tern/ops/affine_codec.h, tern/ops/turboquant.h), decode packed rows, and the fused
+// decode attention that reads packed keys and values directly (the storage of QuantizedKVCache).
+#pragma once
+#include "tern/core/tensor.h"
+
+namespace tern::ops {
+
+// The codec of one packed row of `dim` values.
+struct KVRowCodec {
+  enum Kind : int { affine = 0, turbo_key = 1, turbo_value = 2 };
+  Kind kind = affine;
+  int bits = 8;        // affine: 4 or 8; turbo_key: 8; turbo_value: 2, 3, 4 or 8
+  int64_t group = 64;  // affine: 32, 64 or 128; turbo kinds: 32
+  int64_t dim = 0;
+
+  // Packed bytes of one row; throws tern::Error for an invalid codec (bits, group, dim).
+  int64_t row_bytes() const;
+};
+
+// Encodes x [B, H, L, dim] (f32/bf16/f16, any strides) into rows, a contiguous u8 tensor
+// [L, B, H, row_bytes] on x's device (row (l, b, h) holds x[b, h, l, :]). Bits are those of the CPU
+// codecs on x widened to f32, on either device. turbo_value rows hold the rotated, coded values.
+void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows);
+
+// rows [S, B, H, row_bytes] u8 (contiguous) -> [B, H, S, dim] in dtype (f32/bf16/f16) on rows' device.
+// turbo_value rows decode to the values' own domain when unrotate, else stay rotated.
+Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool unrotate = true);
+
+// Decode attention over packed storage: q [B, Hq, 1, D] (f32/bf16/f16) attends, with no mask, to S packed
+// positions (k_rows / v_rows [S, B, Hkv, row_bytes], S >= 0) followed by T unquantized ones
+// (k_new [B, Hkv, T, D], v_new [B, Hkv, T, Dv], T in {0, 1}; undefined tensors for T = 0), with
+// Hq % Hkv == 0 and S + T > 0. turbo_value storage is attended in the rotated domain (v_new rotated
+// in) and each output row rotated back once (attention is linear in V). softmax(q k^T * scale
+// [softcapped]) v with f32 accumulation -> [B, Hq, 1, Dv] in q's dtype.
+Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
+                           const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
+                           float softcap = 0.0f);
+
+}  // namespace tern::ops
+
+namespace tern::cpu {
+void kv_encode(const Tensor& x, const ops::KVRowCodec& codec, Tensor& rows);
+void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, Tensor& out);
+}
+namespace tern::cuda {
+void kv_encode(const Tensor& x, const ops::KVRowCodec& codec, Tensor& rows);
+void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, Tensor& out);
+void kv_decode_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec,
+                         const Tensor& v_rows, const ops::KVRowCodec& value_codec, const Tensor& k_new,
+                         const Tensor& v_new, float scale, float softcap, Tensor& out);
+}

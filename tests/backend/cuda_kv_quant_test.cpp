@@ -1,0 +1,200 @@
+// Quantized KV rows on the GPU against the CPU: encode bits identical (affine8/4 at groups 32/64/128,
+// TurboQuant k8v2/3/4/8), decode, the fused decode attention (B, S, head_dim, GQA, both TurboQuant
+// reads' storage), and whole caches (prefill then decode appends). Skips cleanly without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "tern/ops/device.h"
+#include "tern/ops/elementwise.h"
+#include "tern/ops/kv_quant.h"
+#include "tern/state/affine_kv_cache.h"
+#include "tern/state/kv_cache_options.h"
+#include "tern/state/turboquant_kv_cache.h"
+
+namespace tern {
+namespace {
+
+using ops::KVRowCodec;
+const Device kGpu = Device::cuda(0);
+
+class CudaKVQuant : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
+    cuda_init();
+  }
+};
+
+Tensor randn(const Shape& shape, uint32_t seed, float sigma = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, sigma);
+  std::vector<float> v(static_cast<size_t>(numel(shape)));
+  for (auto& x : v) x = d(rng);
+  return Tensor::from_vector(v, shape);
+}
+
+std::vector<uint8_t> bytes_of(const Tensor& t) {
+  const Tensor h = t.device().is_cpu() ? t.contiguous() : t.to(Device::cpu());
+  const uint8_t* p = h.data<uint8_t>();
+  return std::vector<uint8_t>(p, p + h.numel());
+}
+
+double nmse(const Tensor& ref, const Tensor& got) {
+  std::vector<float> r = ref.to_f32_vector(), g = got.to(Device::cpu()).to_f32_vector();
+  EXPECT_EQ(r.size(), g.size());
+  if (r.size() != g.size()) return 1e30;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (!std::isfinite(g[i])) return 1e30;
+    num += (double(r[i]) - g[i]) * (double(r[i]) - g[i]);
+    den += double(r[i]) * r[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+std::vector<KVRowCodec> all_codecs(int64_t dim) {
+  std::vector<KVRowCodec> c;
+  for (int bits : {8, 4})
+    for (int64_t g : {32, 64, 128}) c.push_back({KVRowCodec::affine, bits, g, dim});
+  c.push_back({KVRowCodec::turbo_key, 8, 32, dim});
+  for (int bits : {2, 3, 4, 8}) c.push_back({KVRowCodec::turbo_value, bits, 32, dim});
+  return c;
+}
+
+TEST_F(CudaKVQuant, EncodeBitsIdenticalToCpu) {
+  const int64_t B = 2, H = 4, L = 33;
+  for (int64_t D : {64, 128, 256}) {
+    // Wide-ranged rows, a constant group, signed zeros and a tiny-range group hit the edge cases.
+    Tensor x = randn({B, H, L, D}, 21 + static_cast<uint32_t>(D), 2.0f);
+    float* xp = x.data<float>();
+    for (int64_t i = 0; i < 32; ++i) xp[i] = 0.75f;
+    for (int64_t i = 32; i < 64; ++i) xp[i] = (i % 2) ? 0.0f : -0.0f;
+    for (int64_t i = D; i < D + 32; ++i) xp[i] = 1000.0f + 1e-3f * float(i - D);
+    for (Dtype dt : {Dtype::f32, Dtype::bf16}) {
+      Tensor xc = dt == Dtype::f32 ? x : ops::cast(x, dt);
+      Tensor xg = xc.to(kGpu);
+      for (const KVRowCodec& c : all_codecs(D)) {
+        Tensor cpu_rows = Tensor::empty({L, B, H, c.row_bytes()}, Dtype::u8);
+        Tensor gpu_rows = Tensor::empty({L, B, H, c.row_bytes()}, Dtype::u8, kGpu);
+        ops::kv_encode(xc, c, cpu_rows);
+        ops::kv_encode(xg, c, gpu_rows);
+        const std::vector<uint8_t> want = bytes_of(cpu_rows), got = bytes_of(gpu_rows);
+        ASSERT_EQ(want.size(), got.size());
+        size_t bad = 0;
+        for (size_t i = 0; i < want.size(); ++i) bad += want[i] != got[i];
+        EXPECT_EQ(bad, 0u) << "kind " << c.kind << " bits " << c.bits << " group " << c.group << " D " << D << " "
+                           << dtype_name(dt);
+        // A strided (transposed-back) input encodes the same bits.
+        Tensor strided = xg.transpose(1, 2).contiguous().transpose(1, 2);
+        Tensor rows2 = Tensor::empty({L, B, H, c.row_bytes()}, Dtype::u8, kGpu);
+        ops::kv_encode(strided, c, rows2);
+        EXPECT_EQ(bytes_of(rows2), want) << "strided input, kind " << c.kind;
+      }
+    }
+  }
+}
+
+TEST_F(CudaKVQuant, DecodeMatchesCpu) {
+  const int64_t B = 2, H = 2, S = 17, D = 128;
+  Tensor x = randn({B, H, S, D}, 31);
+  for (const KVRowCodec& c : all_codecs(D)) {
+    Tensor rows = Tensor::empty({S, B, H, c.row_bytes()}, Dtype::u8);
+    ops::kv_encode(x, c, rows);
+    Tensor g = rows.to(kGpu);
+    for (bool unrotate : {true, false}) {
+      EXPECT_LE(nmse(ops::kv_decode(rows, c, Dtype::f32, unrotate), ops::kv_decode(g, c, Dtype::f32, unrotate)), 1e-12)
+          << "kind " << c.kind << " bits " << c.bits;
+      EXPECT_LE(nmse(ops::kv_decode(rows, c, Dtype::f32, unrotate), ops::kv_decode(g, c, Dtype::bf16, unrotate)), 1e-4);
+    }
+  }
+}
+
+TEST_F(CudaKVQuant, DecodeAttentionMatchesCpu) {
+  struct Scheme { KVRowCodec::Kind kk, vk; int kbits, vbits; int64_t group; };
+  const Scheme schemes[] = {{KVRowCodec::affine, KVRowCodec::affine, 8, 8, 64},
+                            {KVRowCodec::affine, KVRowCodec::affine, 4, 4, 32},
+                            {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 8, 3, 32},
+                            {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 8, 4, 32}};
+  uint32_t seed = 40;
+  for (int64_t B : {1, 4})
+    for (int64_t S : {1, 100, 4097})
+      for (int64_t D : {64, 128})
+        for (int64_t groups : {1, 4})
+          for (const Scheme& sc : schemes) {
+            const int64_t Hkv = 2, Hq = Hkv * groups;
+            const KVRowCodec kc{sc.kk, sc.kbits, sc.kk == KVRowCodec::affine ? sc.group : 32, D};
+            const KVRowCodec vc{sc.vk, sc.vbits, sc.vk == KVRowCodec::affine ? sc.group : 32, D};
+            Tensor k = randn({B, Hkv, S, D}, ++seed), v = randn({B, Hkv, S, D}, ++seed);
+            Tensor kr = Tensor::empty({S, B, Hkv, kc.row_bytes()}, Dtype::u8);
+            Tensor vr = Tensor::empty({S, B, Hkv, vc.row_bytes()}, Dtype::u8);
+            ops::kv_encode(k, kc, kr);
+            ops::kv_encode(v, vc, vr);
+            Tensor q = ops::cast(randn({B, Hq, 1, D}, ++seed), Dtype::bf16);
+            Tensor kn = ops::cast(randn({B, Hkv, 1, D}, ++seed), Dtype::bf16);
+            Tensor vn = ops::cast(randn({B, Hkv, 1, D}, ++seed), Dtype::bf16);
+            const float scale = 1.0f / std::sqrt(float(D));
+            for (bool with_new : {true, false}) {
+              Tensor knc = with_new ? kn : Tensor(), vnc = with_new ? vn : Tensor();
+              Tensor want = ops::kv_decode_attention(ops::cast(q, Dtype::f32), kr, kc, vr, vc,
+                                                     with_new ? ops::cast(kn, Dtype::f32) : Tensor(),
+                                                     with_new ? ops::cast(vn, Dtype::f32) : Tensor(), scale);
+              Tensor got = ops::kv_decode_attention(q.to(kGpu), kr.to(kGpu), kc, vr.to(kGpu), vc,
+                                                    with_new ? knc.to(kGpu) : Tensor(),
+                                                    with_new ? vnc.to(kGpu) : Tensor(), scale);
+              EXPECT_EQ(got.dtype(), Dtype::bf16);
+              EXPECT_LE(nmse(want, got), 1e-4) << "B " << B << " S " << S << " D " << D << " G " << groups
+                                               << " value kind " << vc.kind << " new " << with_new;
+              // f32 queries: the same kernel at f32 output precision.
+              Tensor got32 = ops::kv_decode_attention(ops::cast(q, Dtype::f32).to(kGpu), kr.to(kGpu), kc,
+                                                      vr.to(kGpu), vc,
+                                                      with_new ? ops::cast(kn, Dtype::f32).to(kGpu) : Tensor(),
+                                                      with_new ? ops::cast(vn, Dtype::f32).to(kGpu) : Tensor(), scale);
+              EXPECT_LE(nmse(want, got32), 1e-9) << "f32, B " << B << " S " << S << " D " << D;
+            }
+          }
+}
+
+// One cache on each device: prefill P positions, a 7-position window over the quantized prefix (decode
+// into a temporary + sdpa), then 5 decode appends (the fused kernel); every read compared.
+void expect_cache_parity(const KVCacheOptions& options, bool deferred, int64_t D) {
+  KVLayerInfo layer;
+  layer.attention_index = 0;
+  layer.attention_layers = 1;
+  layer.deferred_values = deferred;
+  std::unique_ptr<KVCache> cpu = make_kv_cache(options, layer), gpu = make_kv_cache(options, layer);
+  const int64_t B = 2, Hkv = 2, Hq = 8, P = 300;
+  const float scale = 1.0f / std::sqrt(float(D));
+  uint32_t seed = 90;
+  for (int step = 0; step < 7; ++step) {
+    const int64_t L = step == 0 ? P : step == 1 ? 7 : 1;
+    const AppendPhase phase = step <= 1 ? AppendPhase::window : AppendPhase::decode;
+    Tensor k = ops::cast(randn({B, Hkv, L, D}, ++seed), Dtype::bf16), v = ops::cast(randn({B, Hkv, L, D}, ++seed), Dtype::bf16);
+    Tensor q = ops::cast(randn({B, Hq, L, D}, ++seed), Dtype::bf16);
+    Tensor want = cpu->append(ops::cast(k, Dtype::f32), ops::cast(v, Dtype::f32), phase)
+                      ->attend(ops::cast(q, Dtype::f32), scale);
+    Tensor got = gpu->append(k.to(kGpu), v.to(kGpu), phase)->attend(q.to(kGpu), scale);
+    EXPECT_EQ(got.device().is_cuda(), true);
+    EXPECT_LE(nmse(want, got), 1e-4) << options.kind << " step " << step << " deferred " << deferred;
+    EXPECT_EQ(cpu->offset(), gpu->offset());
+    EXPECT_EQ(cpu->signature(), gpu->signature());
+  }
+}
+
+TEST_F(CudaKVQuant, WholeCacheMatchesCpu) {
+  for (const char* kind : {"affine8", "affine4", "turbo", "turbo:k8v4"})
+    for (int64_t start : {0, 200}) {
+      KVCacheOptions o;
+      o.kind = kind;
+      o.group = 64;
+      o.start = start;
+      const bool turbo = std::string(kind).rfind("turbo", 0) == 0;
+      for (bool deferred : turbo ? std::vector<bool>{false, true} : std::vector<bool>{false})
+        for (int64_t D : {64, 128}) expect_cache_parity(o, deferred, D);
+    }
+}
+
+}  // namespace
+}  // namespace tern

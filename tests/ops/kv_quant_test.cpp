@@ -1,0 +1,174 @@
+// Quantized KV row ops on the CPU: encode/decode against the row codecs one row at a time (layout
+// [L, B, H] of rows), and the decode attention against a naive dequantise-then-attend reference in
+// double precision (values decoded to their own domain: the op's rotated read must agree).
+#include "tern/ops/kv_quant.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "tern/ops/affine_codec.h"
+#include "tern/ops/elementwise.h"
+#include "tern/ops/turboquant.h"
+
+namespace tern {
+namespace {
+
+using ops::KVRowCodec;
+
+Tensor randn(const Shape& shape, uint32_t seed, float sigma = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, sigma);
+  Tensor t = Tensor::empty(shape, Dtype::f32);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = d(rng);
+  return t;
+}
+
+std::vector<KVRowCodec> codecs(int64_t dim) {
+  std::vector<KVRowCodec> c;
+  for (int bits : {4, 8})
+    for (int64_t g : {32, 64, 128})
+      if (dim % g == 0) c.push_back({KVRowCodec::affine, bits, g, dim});
+  c.push_back({KVRowCodec::turbo_key, 8, 32, dim});
+  for (int bits : {2, 3, 4, 8}) c.push_back({KVRowCodec::turbo_value, bits, 32, dim});
+  return c;
+}
+
+void encode_one(const KVRowCodec& c, const float* x, uint8_t* out) {
+  if (c.kind == KVRowCodec::affine) AffineRowCodec{c.bits, c.group, c.dim}.encode(x, out);
+  else if (c.kind == KVRowCodec::turbo_key) turboquant::encode_key(x, c.dim, out);
+  else turboquant::encode_value(x, c.dim, c.bits, out);
+}
+
+void decode_one(const KVRowCodec& c, const uint8_t* in, float* x) {
+  if (c.kind == KVRowCodec::affine) AffineRowCodec{c.bits, c.group, c.dim}.decode(in, x);
+  else if (c.kind == KVRowCodec::turbo_key) turboquant::decode_key(in, c.dim, x);
+  else turboquant::decode_value(in, c.dim, c.bits, x);
+}
+
+TEST(KVQuant, EncodeLaysOutCodecRowsPositionMajor) {
+  const int64_t B = 2, H = 3, L = 5, D = 64;
+  Tensor x = randn({B, H, L, D}, 7);
+  for (const KVRowCodec& c : codecs(D)) {
+    Tensor rows = Tensor::empty({L, B, H, c.row_bytes()}, Dtype::u8);
+    ops::kv_encode(ops::cast(x, Dtype::bf16), c, rows);
+    Tensor xb = ops::cast(ops::cast(x, Dtype::bf16), Dtype::f32);  // what the op sees
+    std::vector<uint8_t> want(c.row_bytes());
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h) {
+          encode_one(c, xb.data<float>() + ((b * H + h) * L + l) * D, want.data());
+          const uint8_t* got = rows.data<uint8_t>() + ((l * B + b) * H + h) * c.row_bytes();
+          ASSERT_EQ(std::vector<uint8_t>(got, got + c.row_bytes()), want)
+              << "kind " << c.kind << " bits " << c.bits << " group " << c.group << " row " << l << "," << b << "," << h;
+        }
+  }
+}
+
+TEST(KVQuant, DecodeMatchesCodecAndRotatedReadStaysRotated) {
+  const int64_t B = 1, H = 2, L = 3, D = 128;
+  Tensor x = randn({B, H, L, D}, 8);
+  for (const KVRowCodec& c : codecs(D)) {
+    Tensor rows = Tensor::empty({L, B, H, c.row_bytes()}, Dtype::u8);
+    ops::kv_encode(x, c, rows);
+    Tensor y = ops::kv_decode(rows, c, Dtype::f32);
+    Tensor r = ops::kv_decode(rows, c, Dtype::f32, false);
+    ASSERT_EQ(y.shape(), Shape({B, H, L, D}));
+    std::vector<float> want(D), rot(D);
+    for (int64_t l = 0; l < L; ++l)
+      for (int64_t h = 0; h < H; ++h) {
+        const uint8_t* row = rows.data<uint8_t>() + (l * H + h) * c.row_bytes();
+        decode_one(c, row, want.data());
+        if (c.kind == KVRowCodec::turbo_value) turboquant::decode_rotated_value(row, D, c.bits, rot.data());
+        else rot = want;
+        for (int64_t i = 0; i < D; ++i) {
+          ASSERT_EQ(y.data<float>()[(h * L + l) * D + i], want[i]);
+          ASSERT_EQ(r.data<float>()[(h * L + l) * D + i], rot[i]);
+        }
+      }
+  }
+}
+
+// softmax(q k^T * scale) v over decoded keys and own-domain values, then the unquantized new position.
+std::vector<double> naive_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& kc, const Tensor& v_rows,
+                                    const KVRowCodec& vc, const Tensor& k_new, const Tensor& v_new, float scale) {
+  const int64_t B = q.size(0), Hq = q.size(1), D = q.size(3), S = k_rows.size(0), Hkv = k_rows.size(2);
+  const int64_t T = k_new.defined() ? 1 : 0;
+  std::vector<double> out(B * Hq * D, 0.0);
+  std::vector<float> kx(D), vx(D);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < Hq; ++h) {
+      const int64_t hk = h / (Hq / Hkv);
+      const float* qp = q.data<float>() + (b * Hq + h) * D;
+      std::vector<double> s(S + T);
+      std::vector<std::vector<float>> vals(S + T);
+      for (int64_t j = 0; j < S + T; ++j) {
+        if (j < S) {
+          decode_one(kc, k_rows.data<uint8_t>() + ((j * B + b) * Hkv + hk) * kc.row_bytes(), kx.data());
+          decode_one(vc, v_rows.data<uint8_t>() + ((j * B + b) * Hkv + hk) * vc.row_bytes(), vx.data());
+        } else {
+          for (int64_t i = 0; i < D; ++i) {
+            kx[i] = k_new.data<float>()[(b * Hkv + hk) * D + i];
+            vx[i] = v_new.data<float>()[(b * Hkv + hk) * D + i];
+          }
+        }
+        double d = 0;
+        for (int64_t i = 0; i < D; ++i) d += double(qp[i]) * kx[i];
+        s[j] = d * scale;
+        vals[j] = vx;
+      }
+      double mx = -1e300, sum = 0;
+      for (double x : s) mx = std::max(mx, x);
+      for (double& x : s) sum += (x = std::exp(x - mx));
+      for (int64_t j = 0; j < S + T; ++j)
+        for (int64_t i = 0; i < D; ++i) out[(b * Hq + h) * D + i] += s[j] / sum * vals[j][i];
+    }
+  return out;
+}
+
+TEST(KVQuant, DecodeAttentionMatchesNaiveDequantiseThenAttend) {
+  struct Case { int64_t B, Hq, Hkv, S, D; bool with_new; };
+  for (const Case& cs : {Case{1, 4, 4, 37, 64, true}, Case{2, 8, 2, 100, 128, true}, Case{1, 2, 1, 9, 64, false},
+                         Case{2, 4, 1, 0, 64, true}}) {
+    const KVRowCodec pairs[][2] = {
+        {{KVRowCodec::affine, 8, 64, cs.D}, {KVRowCodec::affine, 8, 64, cs.D}},
+        {{KVRowCodec::affine, 4, 32, cs.D}, {KVRowCodec::affine, 4, 32, cs.D}},
+        {{KVRowCodec::turbo_key, 8, 32, cs.D}, {KVRowCodec::turbo_value, 3, 32, cs.D}},
+        {{KVRowCodec::turbo_key, 8, 32, cs.D}, {KVRowCodec::turbo_value, 8, 32, cs.D}},
+    };
+    for (const auto& p : pairs) {
+      Tensor k = randn({cs.B, cs.Hkv, cs.S, cs.D}, 11), v = randn({cs.B, cs.Hkv, cs.S, cs.D}, 12);
+      Tensor kr = Tensor::empty({cs.S, cs.B, cs.Hkv, p[0].row_bytes()}, Dtype::u8);
+      Tensor vr = Tensor::empty({cs.S, cs.B, cs.Hkv, p[1].row_bytes()}, Dtype::u8);
+      ops::kv_encode(k, p[0], kr);
+      ops::kv_encode(v, p[1], vr);
+      Tensor q = randn({cs.B, cs.Hq, 1, cs.D}, 13);
+      Tensor kn, vn;
+      if (cs.with_new) kn = randn({cs.B, cs.Hkv, 1, cs.D}, 14), vn = randn({cs.B, cs.Hkv, 1, cs.D}, 15);
+      const float scale = 1.0f / std::sqrt(float(cs.D));
+      Tensor got = ops::kv_decode_attention(q, kr, p[0], vr, p[1], kn, vn, scale);
+      ASSERT_EQ(got.shape(), Shape({cs.B, cs.Hq, 1, cs.D}));
+      std::vector<double> want = naive_attention(q, kr, p[0], vr, p[1], kn, vn, scale);
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_NEAR(got.data<float>()[i], want[i], 2e-5) << "S " << cs.S << " value kind " << p[1].kind << " at " << i;
+    }
+  }
+}
+
+TEST(KVQuant, RejectsBadCodecsAndShapes) {
+  EXPECT_THROW((KVRowCodec{KVRowCodec::affine, 3, 64, 64}.row_bytes()), Error);
+  EXPECT_THROW((KVRowCodec{KVRowCodec::affine, 4, 64, 96}.row_bytes()), Error);
+  EXPECT_THROW((KVRowCodec{KVRowCodec::turbo_value, 5, 32, 64}.row_bytes()), Error);
+  EXPECT_THROW((KVRowCodec{KVRowCodec::turbo_value, 4, 32, 96}.row_bytes()), Error);
+  const KVRowCodec c{KVRowCodec::affine, 8, 64, 64};
+  Tensor rows = Tensor::empty({3, 1, 2, c.row_bytes() + 1}, Dtype::u8);
+  EXPECT_THROW(ops::kv_encode(randn({1, 2, 3, 64}, 1), c, rows), Error);
+  Tensor empty_rows = Tensor::empty({0, 1, 2, c.row_bytes()}, Dtype::u8);
+  EXPECT_THROW(ops::kv_decode_attention(randn({1, 2, 1, 64}, 1), empty_rows, c, empty_rows, c, Tensor(), Tensor(), 1.0f),
+               Error);
+}
+
+}  // namespace
+}  // namespace tern
