@@ -3,12 +3,14 @@
 #   scripts/gpu_check.sh pack [BUILD]   on the build machine (nvcc, no GPU needed): builds the CUDA tests,
 #                                       the op benchmark and the CLI in BUILD (default build-cuda) and
 #                                       gathers them with the shared libraries they need in BUILD/gpu-dist
+#   scripts/gpu_check.sh unpack [BUILD] on the GPU machine: only unpacks what BUILD/gpu-dist holds (see unpack())
 #   scripts/gpu_check.sh run [BUILD]    on the GPU machine: runs the cuda-labelled tests and the op
 #                                       benchmark from BUILD/gpu-dist (building it first when missing and
 #                                       the toolchain is there), logs to $TERN_GPU_LOGS (or /tmp/tern-gpu-out), prints a table
 # With TERN_GPU_CLI=1 (both steps) the CLI travels too and `run` adds: the demo model's perplexity on
 # cpu and cuda, and `tern bench` beside Hugging Face (bench/hf_baseline.py, HF_QUICK=1) on a random
 # Qwen3 checkpoint of TERN_GPU_SIZE dimensions (default 0.6b) written in the same run.
+# TERN_GPU_TABLE="0.6b 8b" (with the CLI) runs bench/decode_table.sh per size instead of the quick peer run.
 # TERN_GPU_SKIP_OPS=1 skips the op tests and benchmark; TERN_GPU_SKIP_PEER=1 the checkpoint and HF part. With TERN_GPU_TOKENIZER=1 (and the CLI) `run`
 # also runs bench/tokenizer.sh beside HF tokenizers (carry bench/data and tests/data/tokenizers/npm).
 set -euo pipefail
@@ -53,6 +55,10 @@ cli_stage() {
     "$dist/tern" score models/brown-qwen3-14m --text-file models/brown-qwen3-14m/valid.txt --max-tokens 2048 \
       --device "$dev" || rc=1
   done
+  if [[ -n ${TERN_GPU_TABLE:-} ]]; then  # the full decode/prefill table per size, beside HF
+    for size in $TERN_GPU_TABLE; do bench/decode_table.sh "$dist/tern" "$size" "$out" || rc=1; done
+    return $rc
+  fi
   [[ ${TERN_GPU_SKIP_PEER:-0} == 1 ]] && return $rc  # the demo perplexity only
   local size=${TERN_GPU_SIZE:-0.6b}
   local ckpt=/tmp/tern-ckpt-$size
@@ -64,23 +70,30 @@ cli_stage() {
   return $rc
 }
 
-run() {
-  local out=${TERN_GPU_LOGS:-/tmp/tern-gpu-out}
-  mkdir -p "$out"
-  if [[ ! -f $dist/tern_backend_tests.xz ]]; then
-    echo "no $dist: building here"
-    pack
-  fi
-  # Unpack the carried binaries and libraries (xz-compressed where large) outside the tree.
+# Unpacks whatever BUILD/gpu-dist holds (binaries and/or libraries, xz-compressed where large) into
+# /tmp/tern-gpu-dist, keeping what an earlier call left there: the tree and the carried build share a
+# 64 MiB limit, so the libraries may travel in one call (`unpack`) and the binaries in the next.
+unpack() {
   local libdir=/tmp/tern-gpu-dist/lib
-  rm -rf /tmp/tern-gpu-dist && mkdir -p "$libdir"
-  cp "$dist"/*.xz /tmp/tern-gpu-dist/
-  cp "$dist"/lib/* "$libdir"/
+  mkdir -p "$libdir"
+  if [[ -d $dist/lib ]]; then cp "$dist"/lib/* "$libdir"/; fi
+  cp "$dist"/*.xz /tmp/tern-gpu-dist/ 2>/dev/null || true
   for f in /tmp/tern-gpu-dist/*.xz "$libdir"/*.xz; do
     [[ -e $f ]] || continue
     python3 -c 'import lzma,sys; open(sys.argv[2],"wb").write(lzma.open(sys.argv[1]).read())' "$f" "${f%.xz}"
     rm -f "$f"
   done
+}
+
+run() {
+  local out=${TERN_GPU_LOGS:-/tmp/tern-gpu-out}
+  mkdir -p "$out"
+  if [[ ! -f $dist/tern_backend_tests.xz && ! -f /tmp/tern-gpu-dist/tern_backend_tests ]]; then
+    echo "no $dist: building here"
+    pack
+  fi
+  unpack
+  local libdir=/tmp/tern-gpu-dist/lib
   chmod +x /tmp/tern-gpu-dist/tern* 2>/dev/null || true
   dist=/tmp/tern-gpu-dist
   local cublas
@@ -119,13 +132,14 @@ run() {
     grep -E "^ceilings|^device" "$out/bench.log" || true
   fi
   if [[ -f $out/cli.log ]]; then
-    grep -E "perplexity|prefill|decode|copy_GBps|tok_s" "$out/cli.log" | head -40 || true
+    grep -E "perplexity|prefill|decode|copy_GBps|tok_s|^\|" "$out/cli.log" | head -60 || true
   fi
   return $((test_rc || bench_rc || cli_rc || tok_rc))
 }
 
 case $mode in
   pack) pack ;;
+  unpack) unpack ;;
   run) run ;;
-  *) echo "usage: $0 pack|run [BUILD]" >&2; exit 2 ;;
+  *) echo "usage: $0 pack|unpack|run [BUILD]" >&2; exit 2 ;;
 esac
