@@ -59,7 +59,9 @@ Tensor SparseMoe::forward(const Tensor& x) const {
              x.defined() ? shape_str(x.shape()) : std::string("an undefined tensor"));
   const int64_t T = x.numel() / H;
   Tensor x2 = x.reshape({T, H}).contiguous();  // [T, hidden]
-  RouterChoice route = route_top_k(router_.forward(x2), K, shape_.norm_topk_prob);
+  // Router logits in f32 even for bf16 activations: rounding them to bf16 would flip near-tied experts.
+  Tensor logits = router_.forward(x2.dtype() == Dtype::f32 ? x2 : ops::cast(x2, Dtype::f32));  // [T, n_expert]
+  RouterChoice route = route_top_k(logits, K, shape_.norm_topk_prob);
   Tensor out = ops::moe_experts(x2, route.experts, route.weights, experts_.gate_up, experts_.down,
                                 ops::MoeActivation::swiglu);  // [T, hidden] f32
   if (x.dtype() != Dtype::f32) out = ops::cast(out, x.dtype());
