@@ -1,7 +1,7 @@
 // ops::moe_experts and the router on the GPU against the CPU result (NMSE <= 1e-4 with bf16 experts):
 // the grouped-GEMV decode path (T <= 8) and the sorted per-expert GEMM path, both activations, experts
-// hit unevenly (some idle), dims the decode kernels cannot take, and out-of-range ids on the device.
-// Skips cleanly without a GPU.
+// hit unevenly (some idle), dims the decode kernels cannot take, out-of-range ids on the device, and no
+// cudaMalloc in a steady decode step. Skips cleanly without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "tern/backend/cuda/runtime/allocator.h"
 #include "tern/layers/moe.h"
 #include "tern/ops/device.h"
 #include "tern/ops/elementwise.h"
+#include "tern/ops/matmul.h"
 #include "tern/ops/moe.h"
 
 namespace tern {
@@ -167,6 +169,24 @@ TEST_F(CudaMoe, RouterMatchesCpu) {
       }
     }
   }
+}
+
+TEST_F(CudaMoe, DecodeStepMakesNoCudaMallocInSteadyState) {
+  // The routed decode step (router on the device, grouped GEMV) reuses cached blocks after warm-up.
+  const int64_t T = 2, H = 64, I = 32, E = 16, K = 4;
+  Tensor x = ops::cast(randn({T, H}, 1, 1.0f), Dtype::bf16).to(kGpu);
+  Tensor router = ops::cast(randn({E, H}, 2, 0.2f), Dtype::bf16).to(kGpu);
+  Tensor gu = ops::cast(randn({E, 2 * I, H}, 3, 0.1f), Dtype::bf16).to(kGpu);
+  Tensor dn = ops::cast(randn({E, H, I}, 4, 0.2f), Dtype::bf16).to(kGpu);
+  auto step = [&] {
+    RouterChoice r = route_top_k(ops::linear(ops::cast(x, Dtype::f32), router), K, true);
+    return ops::moe_experts(x, r.experts, r.weights, gu, dn, ops::MoeActivation::swiglu).to(Device::cpu());
+  };
+  step();
+  step();
+  const size_t before = cuda::allocator_stats().cuda_mallocs;
+  for (int i = 0; i < 10; ++i) step();
+  EXPECT_EQ(cuda::allocator_stats().cuda_mallocs, before);
 }
 
 }  // namespace
