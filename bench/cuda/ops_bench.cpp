@@ -1,5 +1,6 @@
-// CUDA op benchmarks: device copy bandwidth (the memory ceiling), cuBLASLt GEMM rate, and the
-// engine's hot ops at Qwen3-8B / 0.6B shapes, each as median time, achieved rate and % of ceiling.
+// CUDA op benchmarks: device copy bandwidth (the memory ceiling), cuBLASLt GEMM rate, the engine's hot
+// ops at Qwen3-8B / 0.6B shapes and the routed experts at Qwen3-30B-A3B shapes, each as median time,
+// achieved rate and % of ceiling.
 // usage: tern_cuda_bench [--quick]
 #include <cuda_runtime_api.h>
 
@@ -18,6 +19,7 @@
 #include "tern/ops/device.h"
 #include "tern/ops/elementwise.h"
 #include "tern/ops/matmul.h"
+#include "tern/ops/moe.h"
 #include "tern/ops/norm.h"
 #include "tern/ops/reduce.h"
 #include "tern/ops/rope.h"
@@ -169,6 +171,35 @@ int main(int argc, char** argv) {
         std::snprintf(name, sizeof name, "sdpa decode B=%lld Lk=%lld", (long long)B, (long long)Lk);
         row(name, time_it([&] { ops::sdpa(q, k, v, 0.088f, m); }), 2.0 * k.nbytes() + q.nbytes() * 2, 0);
       }
+    }
+  }
+  {  // routed experts at Qwen3-30B-A3B shapes: hidden 2048, moe_intermediate 768, 128 experts, top-8
+    std::printf("\n-- qwen3-30b-a3b experts (128 x 768, top-8) --\n");
+    const int64_t H = 2048, I = 768, E = 128, K = 8;
+    Tensor gate_up = randn_gpu({E, 2 * I, H}, Dtype::bf16, 20), down = randn_gpu({E, H, I}, Dtype::bf16, 21);
+    char name[128];
+    for (int64_t T : {int64_t(1), int64_t(8), int64_t(32)}) {
+      std::mt19937 rng(static_cast<uint32_t>(T));
+      std::vector<int32_t> ids;
+      std::vector<float> wts;
+      std::vector<bool> used(static_cast<size_t>(E), false);
+      for (int64_t t = 0; t < T; ++t) {
+        std::vector<int32_t> pool(static_cast<size_t>(E));
+        for (int64_t e = 0; e < E; ++e) pool[e] = static_cast<int32_t>(e);
+        std::shuffle(pool.begin(), pool.end(), rng);
+        for (int64_t j = 0; j < K; ++j) {
+          ids.push_back(pool[j]);
+          wts.push_back(1.0f / K);
+          used[pool[j]] = true;
+        }
+      }
+      const auto n_used = static_cast<double>(std::count(used.begin(), used.end(), true));
+      Tensor x = randn_gpu({T, H}, Dtype::bf16, 22);
+      Tensor ex = Tensor::from_vector(ids, {T, K}).to(kGpu), w = Tensor::from_vector(wts, {T, K}).to(kGpu);
+      const double bytes = n_used * 3.0 * I * H * 2.0;  // the active experts' bf16 weights, each read once
+      std::snprintf(name, sizeof name, "moe_experts T=%lld (%.0f experts, %.1f MB)", (long long)T, n_used, bytes / 1e6);
+      row(name, time_it([&] { ops::moe_experts(x, ex, w, gate_up, down, ops::MoeActivation::swiglu); }), bytes,
+          2.0 * T * K * 3.0 * I * H);
     }
   }
   std::printf("\nceilings: copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", g_copy_bw / 1e9, g_gemm_flops / 1e12);

@@ -1,5 +1,4 @@
-// GemmaMoe: the scaled router and the CPU expert mix (per-expert gather, one GeGLU GEMM chain per
-// expert over its rows, weighted scatter-add).
+// GemmaMoe: the scaled router and the GeGLU expert mix (ops::moe_experts on the stacked experts).
 #include "tern/layers/gemma_moe.h"
 
 #include <cmath>
@@ -7,7 +6,7 @@
 
 #include "tern/ops/elementwise.h"
 #include "tern/ops/index.h"
-#include "tern/ops/matmul.h"
+#include "tern/ops/moe.h"
 #include "tern/ops/norm.h"
 
 namespace tern {
@@ -21,14 +20,10 @@ GemmaMoe GemmaMoe::load(const WeightLoader& w, const GemmaMoeShape& shape) {
   m.shape_ = shape;
   m.proj_ = Linear::load(w, "router.proj", H, E, false);
   m.scale_ = w.get("router.scale", {H});
-  Tensor pes = ops::cast(w.get("router.per_expert_scale", {E}).to(Device::cpu()), Dtype::f32);
-  m.per_expert_scale_ = pes.to_f32_vector();
-  Tensor gate_up = w.get_matrix("experts.gate_up_proj", {E, 2 * I, H});
-  Tensor down = w.get_matrix("experts.down_proj", {E, H, I});
-  for (int64_t e = 0; e < E; ++e) {
-    Tensor gu = gate_up.select(0, e);  // gate is the first half, as chunk(2) splits it
-    m.experts_.push_back(ExpertWeights{gu.slice(0, 0, I), gu.slice(0, I, 2 * I), down.select(0, e)});
-  }
+  Tensor pes = w.get("router.per_expert_scale", {E});
+  m.per_expert_scale_ = (pes.dtype() == Dtype::f32 ? pes : ops::cast(pes, Dtype::f32)).reshape({E, 1}).contiguous();
+  // gate is the first half of gate_up, as chunk(2) splits it: the layout ops::moe_experts takes
+  m.experts_ = StackedExperts{w.get_matrix("experts.gate_up_proj", {E, 2 * I, H}), w.get_matrix("experts.down_proj", {E, H, I})};
   return m;
 }
 
@@ -36,9 +31,8 @@ RouterChoice GemmaMoe::route(const Tensor& r) const {
   Tensor h = ops::rms_norm(r, Tensor(), shape_.norm_eps);
   h = ops::scale(ops::mul(h, scale_), static_cast<float>(std::pow(static_cast<double>(shape_.hidden), -0.5)));
   RouterChoice c = route_top_k(proj_.forward(h), shape_.n_expert_used, true);
-  float* wt = c.weights.data<float>();
-  const int32_t* ex = c.experts.data<int32_t>();
-  for (int64_t i = 0; i < c.weights.numel(); ++i) wt[i] *= per_expert_scale_[static_cast<size_t>(ex[i])];
+  Tensor scale = ops::embedding(per_expert_scale_, c.experts, Dtype::f32);  // [T, k, 1]
+  c.weights = ops::mul(c.weights, scale.view(c.weights.shape()));
   return c;
 }
 
@@ -48,13 +42,12 @@ Tensor GemmaMoe::forward(const Tensor& r, const Tensor& x) const {
              "[moe] expected router input and expert input of one shape [..., {}], got {} and {}", H,
              r.defined() ? shape_str(r.shape()) : std::string("undefined"),
              x.defined() ? shape_str(x.shape()) : std::string("undefined"));
-  TERN_CHECK(x.device().is_cpu(), "[moe] expected a cpu tensor (the grouped CUDA path is not built), got {}",
-             x.device().str());
   const int64_t T = x.numel() / H;
   Tensor x2 = x.reshape({T, H}).contiguous();  // [T, hidden]
   RouterChoice route_choice = route(r.reshape({T, H}).contiguous());
 
-  Tensor out = mix_experts(x2, route_choice, experts_, ExpertActivation::geglu_tanh);  // [T, hidden] f32
+  Tensor out = ops::moe_experts(x2, route_choice.experts, route_choice.weights, experts_.gate_up, experts_.down,
+                                ops::MoeActivation::geglu_tanh);  // [T, hidden] f32
   if (x.dtype() != Dtype::f32) out = ops::cast(out, x.dtype());
   return out.view(x.shape());
 }

@@ -2,8 +2,6 @@
 // residual (times a learned per-channel scale and hidden^-1/2; softmax, top-k, renormalise, times a
 // learned per-expert scale) mixing GeGLU experts stored fused over experts.
 #pragma once
-#include <vector>
-
 #include "tern/layers/linear.h"
 #include "tern/layers/moe.h"
 
@@ -25,15 +23,14 @@ class GemmaMoe {
   // The router's choice for r [T, hidden]: weights [T, k] (renormalised, times per_expert_scale), experts [T, k].
   RouterChoice route(const Tensor& r) const;
   // r [..., hidden] routes, x [..., hidden] (same shape) feeds the experts -> [..., hidden].
-  // CPU tensors only; a CUDA tensor throws "[moe] expected ...".
   Tensor forward(const Tensor& r, const Tensor& x) const;
 
  private:
   GemmaMoeShape shape_;
   Linear proj_;            // [n_expert, hidden]
   Tensor scale_;           // [hidden]
-  std::vector<float> per_expert_scale_;
-  std::vector<ExpertWeights> experts_;
+  Tensor per_expert_scale_;  // [n_expert, 1] f32: a table the chosen expert ids gather from
+  StackedExperts experts_;
 };
 
 }  // namespace tern

@@ -1,12 +1,13 @@
-// SparseMoe: routing, loading in either expert layout, and the CPU forward (per-expert gather,
-// one GEMM chain per expert over its gathered rows, weighted scatter-add).
+// SparseMoe: routing, loading either expert layout into stacked tensors, and the forward (router, then
+// ops::moe_experts on the stacked experts).
 #include "tern/layers/moe.h"
 
 #include <string>
+#include <vector>
 
 #include "tern/ops/elementwise.h"
 #include "tern/ops/index.h"
-#include "tern/ops/matmul.h"
+#include "tern/ops/moe.h"
 #include "tern/ops/reduce.h"
 
 namespace tern {
@@ -22,6 +23,24 @@ RouterChoice route_top_k(const Tensor& logits, int64_t k, bool renormalize) {
   return RouterChoice{w.contiguous(), top.indices.contiguous()};
 }
 
+StackedExperts StackedExperts::load(const WeightLoader& w, int64_t n_expert, int64_t hidden, int64_t inter) {
+  const int64_t E = n_expert, H = hidden, I = inter;
+  if (w.has("experts.gate_up_proj")) {
+    return StackedExperts{w.get_matrix("experts.gate_up_proj", {E, 2 * I, H}), w.get_matrix("experts.down_proj", {E, H, I})};
+  }
+  // One tensor set per expert: [gate_0; up_0; gate_1; up_1; ...] along rows is the fused layout.
+  std::vector<Tensor> gate_up, down;
+  gate_up.reserve(static_cast<size_t>(2 * E));
+  down.reserve(static_cast<size_t>(E));
+  for (int64_t e = 0; e < E; ++e) {
+    WeightLoader x = w.sub("experts." + std::to_string(e) + ".");
+    gate_up.push_back(x.get_matrix("gate_proj.weight", {I, H}));
+    gate_up.push_back(x.get_matrix("up_proj.weight", {I, H}));
+    down.push_back(x.get_matrix("down_proj.weight", {H, I}).reshape({1, H, I}));
+  }
+  return StackedExperts{ops::concat(gate_up, 0).view({E, 2 * I, H}), ops::concat(down, 0)};
+}
+
 SparseMoe SparseMoe::load(const WeightLoader& w, const SparseMoeShape& shape) {
   const int64_t E = shape.n_expert, H = shape.hidden, I = shape.expert_inter;
   TERN_CHECK(E >= 1 && shape.n_expert_used >= 1 && shape.n_expert_used <= E,
@@ -30,77 +49,21 @@ SparseMoe SparseMoe::load(const WeightLoader& w, const SparseMoeShape& shape) {
   SparseMoe m;
   m.shape_ = shape;
   m.router_ = Linear::load(w, "gate", H, E, false);
-  m.experts_.reserve(E);
-  if (w.has("experts.gate_up_proj")) {
-    // Fused layout: views into the stacked tensors; gate is the first half of gate_up, as in chunk(2).
-    Tensor gate_up = w.get_matrix("experts.gate_up_proj", {E, 2 * I, H});
-    Tensor down = w.get_matrix("experts.down_proj", {E, H, I});
-    for (int64_t e = 0; e < E; ++e) {
-      Tensor gu = gate_up.select(0, e);
-      m.experts_.push_back(ExpertWeights{gu.slice(0, 0, I), gu.slice(0, I, 2 * I), down.select(0, e)});
-    }
-  } else {
-    for (int64_t e = 0; e < E; ++e) {
-      WeightLoader x = w.sub("experts." + std::to_string(e) + ".");
-      m.experts_.push_back(ExpertWeights{x.get_matrix("gate_proj.weight", {I, H}), x.get_matrix("up_proj.weight", {I, H}),
-                                  x.get_matrix("down_proj.weight", {H, I})});
-    }
-  }
+  m.experts_ = StackedExperts::load(w, E, H, I);
   return m;
-}
-
-Tensor mix_experts(const Tensor& x, const RouterChoice& route, const std::vector<ExpertWeights>& experts,
-                   ExpertActivation act) {
-  const int64_t T = x.size(0), H = x.size(1), K = route.experts.size(1);
-  const auto E = static_cast<int64_t>(experts.size());
-  // Bucket (token, weight) pairs by expert; top-k picks distinct experts, so a bucket holds each token once.
-  std::vector<std::vector<int32_t>> rows(E);
-  std::vector<std::vector<float>> weights(E);
-  const int32_t* chosen = route.experts.data<int32_t>();
-  const float* mix = route.weights.data<float>();
-  for (int64_t t = 0; t < T; ++t) {
-    for (int64_t j = 0; j < K; ++j) {
-      const int32_t e = chosen[t * K + j];
-      TERN_ASSERT(e >= 0 && e < E, "[moe] router chose expert {} of {}", e, E);
-      rows[e].push_back(static_cast<int32_t>(t));
-      weights[e].push_back(mix[t * K + j]);
-    }
-  }
-
-  Tensor out = Tensor::zeros({T, H}, Dtype::f32);  // [T, hidden]
-  float* o = out.data<float>();
-  for (int64_t e = 0; e < E; ++e) {
-    const int64_t n = static_cast<int64_t>(rows[e].size());
-    if (n == 0) continue;
-    const ExpertWeights& ex = experts[e];
-    Tensor xe = ops::embedding(x, Tensor::from_vector(rows[e], {n}), x.dtype());  // [n, hidden]
-    Tensor g = ops::linear(xe, ex.gate), u = ops::linear(xe, ex.up);               // [n, inter]
-    Tensor h = act == ExpertActivation::swiglu ? ops::swiglu(g, u) : ops::geglu(g, u, true);
-    Tensor ye = ops::linear(h, ex.down);  // [n, hidden]
-    if (ye.dtype() != Dtype::f32) ye = ops::cast(ye, Dtype::f32);
-    ye = ye.contiguous();
-    const float* y = ye.data<float>();
-    for (int64_t i = 0; i < n; ++i) {
-      float* dst = o + static_cast<int64_t>(rows[e][i]) * H;
-      const float* src = y + i * H;
-      const float wt = weights[e][i];
-      for (int64_t c = 0; c < H; ++c) dst[c] += wt * src[c];
-    }
-  }
-  return out;
 }
 
 Tensor SparseMoe::forward(const Tensor& x) const {
   const int64_t H = shape_.hidden, K = shape_.n_expert_used;
   TERN_CHECK(x.defined() && x.rank() >= 1 && x.size(-1) == H, "[moe] expected x [..., {}], got {}", H,
              x.defined() ? shape_str(x.shape()) : std::string("an undefined tensor"));
-  TERN_CHECK(x.device().is_cpu(), "[moe] expected a cpu tensor (the grouped CUDA path is not built), got {}",
-             x.device().str());
   const int64_t T = x.numel() / H;
   Tensor x2 = x.reshape({T, H}).contiguous();  // [T, hidden]
-  RouterChoice route = route_top_k(router_.forward(x2), K, shape_.norm_topk_prob);
-
-  Tensor out = mix_experts(x2, route, experts_, ExpertActivation::swiglu);  // [T, hidden] f32
+  // Router logits in f32 even for bf16 activations: rounding them to bf16 would flip near-tied experts.
+  Tensor logits = router_.forward(x2.dtype() == Dtype::f32 ? x2 : ops::cast(x2, Dtype::f32));  // [T, n_expert]
+  RouterChoice route = route_top_k(logits, K, shape_.norm_topk_prob);
+  Tensor out = ops::moe_experts(x2, route.experts, route.weights, experts_.gate_up, experts_.down,
+                                ops::MoeActivation::swiglu);  // [T, hidden] f32
   if (x.dtype() != Dtype::f32) out = ops::cast(out, x.dtype());
   return out.view(x.shape());
 }

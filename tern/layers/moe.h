@@ -1,8 +1,6 @@
-// SparseMoe: a top-k routed mixture of SwiGLU experts (Qwen3-MoE), and the router's
-// softmax -> top-k -> renormalise rule on its own so tests can check it against a plain loop.
+// SparseMoe: a top-k routed mixture of SwiGLU experts (Qwen3-MoE), the router's softmax -> top-k ->
+// renormalise rule on its own so tests can check it against a plain loop, and the stacked expert weights.
 #pragma once
-#include <vector>
-
 #include "tern/layers/linear.h"
 
 namespace tern {
@@ -14,23 +12,21 @@ struct RouterChoice {
 };
 
 // logits [T, n_expert] (any float dtype) -> the k most probable experts of each row under a softmax
-// taken in f32 over all experts; with renormalize the k weights are rescaled to sum to 1.
+// taken in f32 over all experts; with renormalize the k weights are rescaled to sum to 1. Runs on the
+// logits' device (no host sync on the GPU).
 // Throws "[moe] expected ..." for a logits tensor that is not 2-D or k outside [1, n_expert].
 RouterChoice route_top_k(const Tensor& logits, int64_t k, bool renormalize);
 
-// One expert's gated MLP weights.
-struct ExpertWeights {
-  Tensor gate, up;  // [inter, hidden]
-  Tensor down;      // [hidden, inter]
+// One layer's routed experts stacked over experts on the compute device, as ops::moe_experts takes them.
+struct StackedExperts {
+  Tensor gate_up;  // [n_expert, 2*inter, hidden]: gate rows, then up rows
+  Tensor down;     // [n_expert, hidden, inter]
+
+  // Loads prefix.experts.gate_up_proj [E, 2*inter, hidden] and prefix.experts.down_proj [E, hidden, inter]
+  // when the checkpoint fuses them, else stacks prefix.experts.N.{gate,up,down}_proj.weight (a copy).
+  // Throws the loader's missing-tensor / shape errors.
+  static StackedExperts load(const WeightLoader& w, int64_t n_expert, int64_t hidden, int64_t inter);
 };
-
-enum class ExpertActivation { swiglu, geglu_tanh };
-
-// x [T, hidden] (contiguous, CPU) -> [T, hidden] f32: for each token the sum over its chosen experts of
-// weight * down(act(gate(x)) * up(x)). Tokens are bucketed by expert, so each expert runs once on
-// its rows. route.experts must index `experts`.
-Tensor mix_experts(const Tensor& x, const RouterChoice& route, const std::vector<ExpertWeights>& experts,
-                   ExpertActivation act);
 
 struct SparseMoeShape {
   int64_t hidden = 0;
@@ -47,8 +43,7 @@ class SparseMoe {
   // (prefix.experts.gate_up_proj [n_expert, 2*inter, hidden], prefix.experts.down_proj [n_expert, hidden, inter]).
   // Throws the loader's missing-tensor / shape errors.
   static SparseMoe load(const WeightLoader& w, const SparseMoeShape& shape);
-  // x [..., hidden] -> [..., hidden]: sum over the chosen experts of weight * expert(x).
-  // CPU tensors only for now; a CUDA tensor throws "[moe] expected ...".
+  // x [..., hidden] -> [..., hidden] in x's dtype: sum over the chosen experts of weight * expert(x).
   Tensor forward(const Tensor& x) const;
 
   const SparseMoeShape& shape() const { return shape_; }
@@ -56,7 +51,7 @@ class SparseMoe {
  private:
   SparseMoeShape shape_;
   Linear router_;  // [n_expert, hidden]
-  std::vector<ExpertWeights> experts_;
+  StackedExperts experts_;
 };
 
 }  // namespace tern

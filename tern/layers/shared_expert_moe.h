@@ -11,7 +11,7 @@ class SharedExpertMoe {
   // Loads the routed experts as SparseMoe::load does, prefix.shared_expert.{gate,up,down}_proj of
   // shared_inter, and prefix.shared_expert_gate.weight [1, hidden]. Throws the loaders' errors.
   static SharedExpertMoe load(const WeightLoader& w, const SparseMoeShape& routed, int64_t shared_inter);
-  // x [..., hidden] -> [..., hidden]: routed(x) + sigmoid(gate(x)) * shared(x). CPU tensors only (as SparseMoe).
+  // x [..., hidden] -> [..., hidden]: routed(x) + sigmoid(gate(x)) * shared(x).
   Tensor forward(const Tensor& x) const;
 
  private:

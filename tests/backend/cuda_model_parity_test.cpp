@@ -129,7 +129,7 @@ TEST_P(CudaModelParity, GreedyDecodeThroughCudaCaches) {
   EXPECT_GT(compared, 0) << GetParam() << ": every prompt's first step is a near-tie";
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, CudaModelParity, ::testing::Values("qwen3", "qwen3_tied", "llama"),
+INSTANTIATE_TEST_SUITE_P(Models, CudaModelParity, ::testing::Values("qwen3", "qwen3_tied", "llama", "qwen3_moe"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

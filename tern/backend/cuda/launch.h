@@ -71,6 +71,22 @@ void launch_embedding(Dtype table_dt, const void* table, int64_t V, int64_t D, D
 void launch_write_positions(size_t elem, void* dst, const int64_t* dshape, const int64_t* dstride, const void* src,
                             const int64_t* sstride, const int32_t* positions, cudaStream_t s);
 
+// moe.cu. Decode: out [T, H] f32 = sum_j weights[t, j] * down_e(act(gate_e(x_t)) * up_e(x_t)), e =
+// experts[t, j], for bf16 x [T, H], gate_up [E, 2I, H] and down [E, H, I] (contiguous), act SwiGLU or
+// (geglu) GeGLU-tanh; h is [T * k, I] f32 scratch. Returns false (launching nothing) unless H and I are
+// multiples of 8 and the pointers 16-byte aligned.
+bool launch_moe_decode(const void* x, const int32_t* experts, const float* weights, int64_t T, int64_t k,
+                       const void* gate_up, const void* down, int64_t E, int64_t H, int64_t I, bool geglu, float* h,
+                       float* out, cudaStream_t s);
+// Counting sort of the P = T * k pairs by expert: counts [E] (zeroed here), offsets [E] and cursor [E]
+// (exclusive prefix sums), rows [P] (the token of each sorted slot; only the first sum(counts) are
+// written) and pos [P] (each pair's slot, -1 for an id outside [0, E)).
+void launch_moe_sort(const int32_t* experts, int64_t P, int64_t k, int64_t E, int32_t* counts, int32_t* offsets,
+                     int32_t* cursor, int32_t* rows, int32_t* pos, cudaStream_t s);
+// out [T, H] f32 = sum_j weights[t, j] * y[pos[t, j]] over slots with pos >= 0; y [n_sorted, H] f32.
+void launch_moe_combine(const float* y, const int32_t* pos, const float* weights, int64_t T, int64_t k, int64_t H,
+                        float* out, cudaStream_t s);
+
 // attention: one problem of softmax(q k^T * scale [softcap] + mask) v. q/k/v strides are (b, h, l);
 // the last dim is contiguous. out is contiguous [B, Hq, Lq, Dv].
 struct SdpaParams {

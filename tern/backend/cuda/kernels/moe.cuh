@@ -1,0 +1,157 @@
+// Mixture-of-experts kernels. Decode (few tokens): a grouped GEMV over (token, slot) pairs reading the
+// expert ids from device memory — gate_up with the activation fused, then down with the routing weight
+// and the sum over slots fused (one warp owns an output element; no atomics). Prefill: a counting sort
+// of the pairs by expert (rows to gather, each pair's sorted position) and the weighted combine.
+#pragma once
+#include "tern/backend/cuda/kernels/common.cuh"
+#include "tern/backend/cuda/kernels/elementwise.cuh"
+#include "tern/backend/cuda/kernels/gemv.cuh"
+
+namespace tern::cuda::kernels {
+
+constexpr int kMoeWarps = 8;  // one output row per warp
+
+__device__ __forceinline__ void load8_f32(const __nv_bfloat16* p, float* f) {
+  bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(p)), f);
+}
+__device__ __forceinline__ void load8_f32(const float* p, float* f) {
+  const float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p) + 1);
+  f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+}
+
+// This lane's share of w[0:K] . x[0:K] (bf16 w, K % 8 == 0, 16-byte aligned rows); warp_sum gives the dot.
+// Four 16-byte weight loads in flight per lane, as in gemv_bf16_kernel.
+template <typename X>
+__device__ __forceinline__ float lane_dot(const __nv_bfloat16* __restrict__ w, const X* __restrict__ x, int64_t K,
+                                          int lane) {
+  const uint4* wr = reinterpret_cast<const uint4*>(w);
+  const int64_t chunks = K / 8;
+  float acc = 0.0f;
+  int64_t c = lane;
+  for (; c + 96 < chunks; c += 128) {
+    uint4 wv[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) wv[u] = __ldg(wr + c + 32 * u);
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      float wf[8], xf[8];
+      bf16x8_to_f32(wv[u], wf);
+      load8_f32(x + (c + 32 * u) * 8, xf);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc += wf[i] * xf[i];
+    }
+  }
+  for (; c < chunks; c += 32) {
+    float wf[8], xf[8];
+    bf16x8_to_f32(__ldg(wr + c), wf);
+    load8_f32(x + c * 8, xf);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc += wf[i] * xf[i];
+  }
+  return acc;
+}
+
+// h[p, i] = act(gate_e[i] . x[p / k]) * (up_e[i] . x[p / k]) with e = experts[p]; grid (ceil(I / kMoeWarps),
+// P = T * k), kMoeWarps warps. x [T, H] bf16, gate_up [E, 2I, H] bf16, h [P, I] f32. An expert id outside
+// [0, E) writes zeros.
+template <bool kGeglu>
+__global__ void __launch_bounds__(kMoeWarps * 32)
+    moe_gate_up_kernel(const __nv_bfloat16* __restrict__ x, const int32_t* __restrict__ experts, int64_t k,
+                       const __nv_bfloat16* __restrict__ gate_up, int64_t E, int64_t H, int64_t I,
+                       float* __restrict__ h) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * kMoeWarps + warp, p = blockIdx.y;
+  if (i >= I) return;
+  const int64_t e = experts[p];
+  if (e < 0 || e >= E) {
+    if (lane == 0) h[p * I + i] = 0.0f;
+    return;
+  }
+  const __nv_bfloat16* xr = x + (p / k) * H;
+  const __nv_bfloat16* gate = gate_up + (e * 2 * I + i) * H;
+  const float g = warp_sum(lane_dot(gate, xr, H, lane));
+  const float u = warp_sum(lane_dot(gate + I * H, xr, H, lane));
+  if (lane == 0) {
+    const float a = kGeglu ? gelu_tanh_f(g) : g / (1.0f + expf(-g));
+    h[p * I + i] = a * u;
+  }
+}
+
+// out[t, n] = sum_j weights[t, j] * (down_e[n] . h[t * k + j]) with e = experts[t, j]; grid
+// (ceil(H / kMoeWarps), T), kMoeWarps warps. down [E, H, I] bf16, h [T * k, I] f32, out [T, H] f32.
+// Slots with an expert id outside [0, E) are skipped.
+__global__ void __launch_bounds__(kMoeWarps * 32)
+    moe_down_kernel(const float* __restrict__ h, const int32_t* __restrict__ experts,
+                    const float* __restrict__ weights, int64_t k, const __nv_bfloat16* __restrict__ down, int64_t E,
+                    int64_t H, int64_t I, float* __restrict__ out) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kMoeWarps + warp, t = blockIdx.y;
+  if (n >= H) return;
+  float acc = 0.0f;
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t p = t * k + j, e = experts[p];
+    if (e < 0 || e >= E) continue;
+    acc += weights[p] * lane_dot(down + (e * H + n) * I, h + p * I, I, lane);
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) out[t * H + n] = acc;
+}
+
+// counts[e] += number of pairs routed to e (counts zeroed by the caller); ids outside [0, E) skipped.
+__global__ void moe_count_kernel(const int32_t* __restrict__ experts, int64_t P, int64_t E, int32_t* counts) {
+  for (int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; p < P;
+       p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int32_t e = experts[p];
+    if (e >= 0 && e < E) atomicAdd(counts + e, 1);
+  }
+}
+
+// offsets[e] = cursor[e] = sum of counts[0:e]; one thread (E is small).
+__global__ void moe_offsets_kernel(const int32_t* __restrict__ counts, int64_t E, int32_t* __restrict__ offsets,
+                                   int32_t* __restrict__ cursor) {
+  if (blockIdx.x != 0 || threadIdx.x != 0) return;
+  int32_t at = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    offsets[e] = at;
+    cursor[e] = at;
+    at += counts[e];
+  }
+}
+
+// Places each pair in its expert's bucket: rows[slot] = token (p / k), pos[p] = slot; pos[p] = -1 for
+// an id outside [0, E). The order inside a bucket is the atomics' order (each row's product does not
+// depend on it; the combine reads through pos in slot order).
+__global__ void moe_place_kernel(const int32_t* __restrict__ experts, int64_t P, int64_t k, int64_t E,
+                                 int32_t* cursor, int32_t* __restrict__ rows, int32_t* __restrict__ pos) {
+  for (int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; p < P;
+       p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int32_t e = experts[p];
+    if (e < 0 || e >= E) {
+      pos[p] = -1;
+      continue;
+    }
+    const int32_t slot = atomicAdd(cursor + e, 1);
+    rows[slot] = static_cast<int32_t>(p / k);
+    pos[p] = slot;
+  }
+}
+
+// out[t, c] = sum_j weights[t, j] * y[pos[t, j], c] over slots with pos >= 0 (slot order: deterministic).
+// y [n_sorted, H] f32, out [T, H] f32.
+__global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ pos,
+                                   const float* __restrict__ weights, int64_t T, int64_t k, int64_t H,
+                                   float* __restrict__ out) {
+  const int64_t n = T * H;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / H, c = i % H;
+    float acc = 0.0f;
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t s = pos[t * k + j];
+      if (s >= 0) acc += weights[t * k + j] * y[static_cast<int64_t>(s) * H + c];
+    }
+    out[i] = acc;
+  }
+}
+
+}  // namespace tern::cuda::kernels

@@ -1,0 +1,78 @@
+// CUDA mixture of experts. Decode-sized batches (T <= kDecodeTokens, bf16 experts) run the grouped GEMV
+// kernels on the device-resident routing: no host sync, no per-expert host loop. Larger batches sort the
+// (token, slot) pairs by expert on the device, read the per-expert counts back once, run the gate_up and
+// down products per used expert through linear (cuBLASLt) on the gathered rows, and combine on the device.
+#include "tern/ops/moe.h"
+
+#include <initializer_list>
+
+#include "tern/backend/cuda/launch.h"
+#include "tern/backend/cuda/layout.h"
+#include "tern/backend/cuda/runtime/context.h"
+#include "tern/ops/elementwise.h"
+#include "tern/ops/index.h"
+#include "tern/ops/matmul.h"
+
+namespace tern::cuda {
+namespace {
+
+// Up to this many tokens the grouped GEMV reads each routed expert's rows at full width; beyond it the
+// same experts recur across tokens and per-expert GEMMs reuse each weight tile.
+constexpr int64_t kDecodeTokens = 8;
+
+bool run_decode(const Tensor& x, const Tensor& experts, const Tensor& weights, const Tensor& gate_up,
+                const Tensor& down, ops::MoeActivation act, Tensor& out) {
+  if (gate_up.dtype() != Dtype::bf16 || !gate_up.is_contiguous() || !down.is_contiguous()) return false;
+  const int64_t T = x.size(0), H = x.size(1), K = experts.size(1), E = gate_up.size(0), I = gate_up.size(1) / 2;
+  Tensor xb = x.dtype() == Dtype::bf16 ? x : ops::cast(x, Dtype::bf16);
+  Tensor h = Tensor::empty({T * K, I}, Dtype::f32, x.device());  // [T * k, inter]
+  return launch_moe_decode(xb.data_ptr(), experts.data<int32_t>(), weights.data<float>(), T, K, gate_up.data_ptr(),
+                           down.data_ptr(), E, H, I, act == ops::MoeActivation::geglu_tanh, h.data<float>(),
+                           out.data<float>(), stream());
+}
+
+void run_sorted(const Tensor& x, const Tensor& experts, const Tensor& weights, const Tensor& gate_up,
+                const Tensor& down, ops::MoeActivation act, Tensor& out) {
+  const int64_t T = x.size(0), H = x.size(1), K = experts.size(1), E = gate_up.size(0), I = gate_up.size(1) / 2;
+  const int64_t P = T * K;
+  const Device dev = x.device();
+  Tensor counts = Tensor::empty({E}, Dtype::i32, dev), offsets = Tensor::empty({E}, Dtype::i32, dev);
+  Tensor cursor = Tensor::empty({E}, Dtype::i32, dev);
+  Tensor rows = Tensor::empty({P}, Dtype::i32, dev), pos = Tensor::empty({P}, Dtype::i32, dev);
+  launch_moe_sort(experts.data<int32_t>(), P, K, E, counts.data<int32_t>(), offsets.data<int32_t>(),
+                  cursor.data<int32_t>(), rows.data<int32_t>(), pos.data<int32_t>(), stream());
+  const Tensor host_counts = counts.to(Device::cpu());  // the one sync
+  const int32_t* host = host_counts.data<int32_t>();
+  int64_t n_sorted = 0;
+  for (int64_t e = 0; e < E; ++e) n_sorted += host[e];
+  if (n_sorted == 0) return;  // out is zero-filled by ops::moe_experts
+
+  // Gather once, in the experts' dtype (cuBLASLt takes one input type).
+  Tensor xs = ops::embedding(x, rows.slice(0, 0, n_sorted), gate_up.dtype());  // [n_sorted, hidden]
+  Tensor y = Tensor::empty({n_sorted, H}, Dtype::f32, dev);                     // [n_sorted, hidden]
+  int64_t at = 0;
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t n = host[e];
+    if (n == 0) continue;
+    Tensor gu = Tensor::empty({n, 2 * I}, Dtype::f32, dev);  // [n, 2 * inter]
+    linear(xs.slice(0, at, at + n), gate_up.select(0, e), Tensor(), gu);
+    Tensor g = gu.slice(1, 0, I), u = gu.slice(1, I, 2 * I);
+    Tensor hh = act == ops::MoeActivation::swiglu ? ops::swiglu(g, u) : ops::geglu(g, u, true);  // [n, inter] f32
+    Tensor ye = y.slice(0, at, at + n);
+    linear(hh, down.select(0, e), Tensor(), ye);
+    at += n;
+  }
+  launch_moe_combine(y.data<float>(), pos.data<int32_t>(), weights.data<float>(), T, K, H, out.data<float>(),
+                     stream());
+}
+
+}  // namespace
+
+void moe_experts(const Tensor& x, const Tensor& experts, const Tensor& weights, const Tensor& gate_up,
+                 const Tensor& down, ops::MoeActivation act, Tensor& out) {
+  for (const Tensor* t : {&x, &experts, &weights, &gate_up, &down}) check_cuda(*t, "moe_experts");
+  if (x.size(0) <= kDecodeTokens && run_decode(x, experts, weights, gate_up, down, act, out)) return;
+  run_sorted(x, experts, weights, gate_up, down, act, out);
+}
+
+}  // namespace tern::cuda

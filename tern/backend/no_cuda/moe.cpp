@@ -1,0 +1,11 @@
+// CPU-only build: the CUDA mixture-of-experts entry point throws.
+#include "tern/ops/moe.h"
+
+namespace tern::cuda {
+
+void moe_experts(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, ops::MoeActivation,
+                 Tensor&) {
+  TERN_THROW("[moe_experts] needs a CUDA build");
+}
+
+}  // namespace tern::cuda

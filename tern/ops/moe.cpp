@@ -1,0 +1,44 @@
+// Mixture-of-experts op: validation and allocation; the expert products live in the backends.
+#include "tern/ops/moe.h"
+
+#include <string>
+
+namespace tern::ops {
+
+Tensor moe_experts(const Tensor& x, const Tensor& experts, const Tensor& weights, const Tensor& gate_up,
+                   const Tensor& down, MoeActivation act) {
+  TERN_CHECK(x.defined() && experts.defined() && weights.defined() && gate_up.defined() && down.defined(),
+             "[moe_experts] expected defined tensors, got an undefined one");
+  TERN_CHECK(x.rank() == 2, "[moe_experts] expected x [T, hidden], got {}", shape_str(x.shape()));
+  TERN_CHECK(gate_up.rank() == 3 && down.rank() == 3,
+             "[moe_experts] expected gate_up [E, 2*inter, hidden] and down [E, hidden, inter], got {} and {}",
+             shape_str(gate_up.shape()), shape_str(down.shape()));
+  const int64_t T = x.size(0), H = x.size(1), E = gate_up.size(0), I = gate_up.size(1) / 2;
+  TERN_CHECK(gate_up.size(1) % 2 == 0 && gate_up.size(2) == H && down.size(0) == E && down.size(1) == H &&
+                 down.size(2) == I,
+             "[moe_experts] expected gate_up [E, 2*inter, {}] and down [E, {}, inter], got {} and {}", H, H,
+             shape_str(gate_up.shape()), shape_str(down.shape()));
+  TERN_CHECK(experts.rank() == 2 && experts.size(0) == T && weights.shape() == experts.shape(),
+             "[moe_experts] expected experts and weights [{}, k], got {} and {}", T, shape_str(experts.shape()),
+             shape_str(weights.shape()));
+  TERN_CHECK(experts.dtype() == Dtype::i32 && weights.dtype() == Dtype::f32,
+             "[moe_experts] expected experts i32 and weights f32, got {} and {}", dtype_name(experts.dtype()),
+             dtype_name(weights.dtype()));
+  TERN_CHECK(is_floating(x.dtype()) && is_floating(gate_up.dtype()) && down.dtype() == gate_up.dtype(),
+             "[moe_experts] expected float x and expert weights of one float dtype, got {}, {} and {}",
+             dtype_name(x.dtype()), dtype_name(gate_up.dtype()), dtype_name(down.dtype()));
+  const Device dev = x.device();
+  TERN_CHECK(experts.device() == dev && weights.device() == dev && gate_up.device() == dev && down.device() == dev,
+             "[moe_experts] expected every tensor on {}, got experts {}, weights {}, gate_up {}, down {}", dev.str(),
+             experts.device().str(), weights.device().str(), gate_up.device().str(), down.device().str());
+  Tensor out = Tensor::zeros({T, H}, Dtype::f32, dev);
+  if (T == 0 || experts.size(1) == 0) return out;
+  if (dev.is_cpu()) {
+    cpu::moe_experts(x.contiguous(), experts.contiguous(), weights.contiguous(), gate_up, down, act, out);
+  } else {
+    cuda::moe_experts(x.contiguous(), experts.contiguous(), weights.contiguous(), gate_up, down, act, out);
+  }
+  return out;
+}
+
+}  // namespace tern::ops

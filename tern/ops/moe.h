@@ -1,0 +1,30 @@
+// Mixture-of-experts op: the routed experts' gated MLPs over stacked per-layer expert weights, each
+// token mixing its chosen experts' outputs by its routing weights.
+#pragma once
+#include "tern/core/tensor.h"
+
+namespace tern::ops {
+
+enum class MoeActivation { swiglu, geglu_tanh };  // silu(g) * u, gelu_tanh(g) * u
+
+// x [T, hidden] (f32 or bf16), experts [T, k] i32, weights [T, k] f32, gate_up [E, 2*inter, hidden]
+// (gate rows first, then up rows: the fused checkpoint layout), down [E, hidden, inter]; all on one
+// device -> [T, hidden] f32: out[t] = sum_j weights[t, j] * down_e(act(gate_e(x_t)) * up_e(x_t)), e =
+// experts[t, j]. A token's experts must be distinct. Throws "[moe_experts] expected ..." on shape,
+// dtype or device mismatches, and on the CPU on an expert id outside [0, E); on the GPU ids are not
+// read back (that would cost a sync) and an out-of-range id contributes nothing.
+Tensor moe_experts(const Tensor& x, const Tensor& experts, const Tensor& weights, const Tensor& gate_up,
+                   const Tensor& down, MoeActivation act);
+
+}  // namespace tern::ops
+
+// Backend entry points. Inputs are validated by ops/ (x, experts, weights contiguous); out [T, hidden]
+// f32 is allocated.
+namespace tern::cpu {
+void moe_experts(const Tensor& x, const Tensor& experts, const Tensor& weights, const Tensor& gate_up,
+                 const Tensor& down, ops::MoeActivation act, Tensor& out);
+}  // namespace tern::cpu
+namespace tern::cuda {
+void moe_experts(const Tensor& x, const Tensor& experts, const Tensor& weights, const Tensor& gate_up,
+                 const Tensor& down, ops::MoeActivation act, Tensor& out);
+}  // namespace tern::cuda
