@@ -9,9 +9,10 @@ Attention Attention::load(const WeightLoader& w, const AttentionShape& s, ops::R
   Attention a;
   a.shape_ = s;
   a.rope_ = std::move(rope);
-  a.q_proj_ = Linear::load(w, "q_proj", s.hidden, s.n_head * s.head_dim, s.bias);
-  a.k_proj_ = Linear::load(w, "k_proj", s.hidden, s.n_head_kv * s.head_dim, s.bias);
-  a.v_proj_ = Linear::load(w, "v_proj", s.hidden, s.n_head_kv * s.head_dim, s.bias);
+  a.qkv_ = StackedLinear::make({Linear::load(w, "q_proj", s.hidden, s.n_head * s.head_dim, s.bias),
+                                 Linear::load(w, "k_proj", s.hidden, s.n_head_kv * s.head_dim, s.bias),
+                                 Linear::load(w, "v_proj", s.hidden, s.n_head_kv * s.head_dim, s.bias)},
+                                w.device().is_cuda());
   a.o_proj_ = Linear::load(w, "o_proj", s.n_head * s.head_dim, s.hidden, s.bias);
   if (s.qk_norm) {
     a.q_norm_ = RMSNorm::load(w, "q_norm", s.head_dim, s.norm_eps);
@@ -24,9 +25,10 @@ Attention Attention::load(const WeightLoader& w, const AttentionShape& s, ops::R
 Tensor Attention::forward(const Tensor& x, KVCache& cache) const {
   const int64_t B = x.size(0), L = x.size(1), D = shape_.head_dim;
   // [B, L, H*D] -> [B, H, L, D] (a strided view)
-  Tensor q = q_proj_.forward(x).view({B, L, shape_.n_head, D});
-  Tensor k = k_proj_.forward(x).view({B, L, shape_.n_head_kv, D});
-  Tensor v = v_proj_.forward(x).view({B, L, shape_.n_head_kv, D}).transpose(1, 2);
+  std::vector<Tensor> qkv = qkv_.forward(x);
+  Tensor q = qkv[0].view({B, L, shape_.n_head, D});
+  Tensor k = qkv[1].view({B, L, shape_.n_head_kv, D});
+  Tensor v = qkv[2].view({B, L, shape_.n_head_kv, D}).transpose(1, 2);
   if (shape_.qk_norm) {
     q = q_norm_.forward(q);
     k = k_norm_.forward(k);

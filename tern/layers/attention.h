@@ -25,7 +25,8 @@ class Attention {
  private:
   AttentionShape shape_;
   ops::RopeTable rope_;
-  Linear q_proj_, k_proj_, v_proj_, o_proj_;
+  StackedLinear qkv_;  // q_proj, k_proj, v_proj
+  Linear o_proj_;
   RMSNorm q_norm_, k_norm_;
   float scale_ = 1.0f;
 };

@@ -1,7 +1,6 @@
 // DecoderBlock.
 #include "tern/layers/decoder_block.h"
 
-#include "tern/ops/elementwise.h"
 
 namespace tern {
 
@@ -20,13 +19,12 @@ DecoderBlock DecoderBlock::load(const WeightLoader& w, const AttentionShape& att
   return b;
 }
 
-Tensor DecoderBlock::forward(const Tensor& x, KVCache& cache) const {
-  Tensor h = attn_.forward(input_norm_.forward(x), cache);
-  ops::binary_(h, x, ops::BinaryOp::add);
-  Tensor normed = post_attn_norm_.forward(h);
-  Tensor out = std::visit([&](const auto& f) { return f.forward(normed); }, ffn_);
-  ops::binary_(out, h, ops::BinaryOp::add);
-  return out;
+DecoderBlock::Residual DecoderBlock::forward(const Residual& in, KVCache& cache) const {
+  ops::AddNorm a = in.pending.defined() ? input_norm_.forward_add(in.stream, in.pending)
+                                        : ops::AddNorm{in.stream, input_norm_.forward(in.stream)};
+  ops::AddNorm h = post_attn_norm_.forward_add(a.sum, attn_.forward(a.normed, cache));
+  Tensor out = std::visit([&](const auto& f) { return f.forward(h.normed); }, ffn_);
+  return {h.sum, out};
 }
 
 }  // namespace tern

@@ -20,8 +20,14 @@ class DecoderBlock {
                            GatedMlp::Act act, bool mlp_bias);
   // Loads the norms and attention from prefix and takes the feed-forward already loaded (from prefix.mlp.*).
   static DecoderBlock load(const WeightLoader& w, const AttentionShape& attn, ops::RopeTable rope, FeedForward ffn);
-  // x [B, L, hidden] -> [B, L, hidden]
-  Tensor forward(const Tensor& x, KVCache& cache) const;
+  // The residual stream with the last block output not yet added: the next block (or the final norm)
+  // adds it in its fused add+norm, which saves two passes over the activations per block.
+  struct Residual {
+    Tensor stream;   // [B, L, hidden]
+    Tensor pending;  // [B, L, hidden] or undefined (nothing to add)
+  };
+  // in -> {stream + attention, feed-forward output}: the block's output is their sum.
+  Residual forward(const Residual& in, KVCache& cache) const;
   // True when a decode-sized forward queues device work only (no host sync), so it can be captured:
   // the dense MLP; a mixture of experts routes through the host.
   bool device_resident() const { return std::holds_alternative<GatedMlp>(ffn_); }

@@ -15,6 +15,40 @@ Linear Linear::load(const WeightLoader& w, const std::string& name, int64_t in, 
 
 Tensor Linear::forward(const Tensor& x) const { return ops::linear(x, weight, bias); }
 
+StackedLinear StackedLinear::make(std::vector<Linear> parts, bool stack) {
+  StackedLinear s;
+  for (const Linear& p : parts) s.outs.push_back(p.weight.size(0));
+  bool same_bias = true;
+  for (const Linear& p : parts) same_bias = same_bias && p.bias.defined() == parts.front().bias.defined();
+  if (!stack || !same_bias || parts.size() < 2) {
+    s.parts = std::move(parts);
+    return s;
+  }
+  std::vector<Tensor> w, b;
+  for (const Linear& p : parts) {
+    w.push_back(p.weight);
+    if (p.bias.defined()) b.push_back(p.bias);
+  }
+  s.stacked.weight = ops::concat(w, 0);
+  if (!b.empty()) s.stacked.bias = ops::concat(b, 0);
+  return s;
+}
+
+std::vector<Tensor> StackedLinear::forward(const Tensor& x) const {
+  std::vector<Tensor> out;
+  if (!stacked.weight.defined()) {
+    for (const Linear& p : parts) out.push_back(p.forward(x));
+    return out;
+  }
+  Tensor y = stacked.forward(x);
+  int64_t at = 0;
+  for (int64_t n : outs) {
+    out.push_back(y.narrow(-1, at, n));
+    at += n;
+  }
+  return out;
+}
+
 Embedding Embedding::load(const WeightLoader& w, const std::string& name, int64_t vocab, int64_t dim) {
   return Embedding{w.get_matrix(name + ".weight", {vocab, dim}), w.dtype()};
 }

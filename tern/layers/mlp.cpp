@@ -7,15 +7,17 @@ namespace tern {
 
 GatedMlp GatedMlp::load(const WeightLoader& w, int64_t hidden, int64_t inter, Act act, bool bias) {
   GatedMlp m;
-  m.gate_ = Linear::load(w, "gate_proj", hidden, inter, bias);
-  m.up_ = Linear::load(w, "up_proj", hidden, inter, bias);
+  m.gate_up_ = StackedLinear::make(
+      {Linear::load(w, "gate_proj", hidden, inter, bias), Linear::load(w, "up_proj", hidden, inter, bias)},
+      w.device().is_cuda());
   m.down_ = Linear::load(w, "down_proj", inter, hidden, bias);
   m.act_ = act;
   return m;
 }
 
 Tensor GatedMlp::forward(const Tensor& x) const {
-  Tensor g = gate_.forward(x), u = up_.forward(x);
+  std::vector<Tensor> gu = gate_up_.forward(x);
+  const Tensor &g = gu[0], &u = gu[1];
   Tensor h = act_ == Act::silu ? ops::swiglu(g, u) : ops::geglu(g, u, true);
   return down_.forward(h);
 }

@@ -13,7 +13,8 @@ class GatedMlp {
   Tensor forward(const Tensor& x) const;
 
  private:
-  Linear gate_, up_, down_;
+  StackedLinear gate_up_;  // gate_proj, up_proj
+  Linear down_;
   Act act_ = Act::silu;
 };
 

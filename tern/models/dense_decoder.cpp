@@ -85,14 +85,18 @@ Tensor DenseDecoder::forward_device(const Tensor& ids, CacheList& caches, bool a
              shape_str(ids.shape()), dtype_name(ids.dtype()));
   TERN_CHECK(static_cast<int64_t>(caches.size()) == config_.n_layer, "[model] expected {} caches, got {}",
              config_.n_layer, caches.size());
-  Tensor x = embed_.forward(ids.to(options_.device));
+  DecoderBlock::Residual r{embed_.forward(ids.to(options_.device)), Tensor()};
   for (size_t i = 0; i < blocks_.size(); ++i) {
     auto* kv = dynamic_cast<KVCache*>(caches[i].get());
     TERN_CHECK(kv != nullptr, "[model] expected a KV cache for layer {}, got {}", i, caches[i]->signature());
-    x = blocks_[i].forward(x, *kv);
+    r = blocks_[i].forward(r, *kv);
   }
-  if (!all_logits && x.size(1) > 1) x = x.slice(1, x.size(1) - 1, x.size(1));
-  x = final_norm_.forward(x);
+  if (!all_logits && r.stream.size(1) > 1) {
+    const int64_t L = r.stream.size(1);
+    r.stream = r.stream.slice(1, L - 1, L);
+    r.pending = r.pending.defined() ? r.pending.slice(1, L - 1, L) : r.pending;
+  }
+  Tensor x = r.pending.defined() ? final_norm_.forward_add(r.stream, r.pending).normed : final_norm_.forward(r.stream);
   Tensor logits = ops::linear(x, lm_head_);
   if (logits.dtype() != Dtype::f32) logits = ops::cast(logits, Dtype::f32);
   return logits;

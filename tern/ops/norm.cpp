@@ -1,9 +1,14 @@
 // RMSNorm: validation and output allocation; the math lives in the backends.
 #include "tern/ops/norm.h"
 
+#include "tern/ops/elementwise.h"
+
 namespace tern::ops {
 
-Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
+namespace {
+
+// The checks of rms_norm; returns its (empty) output.
+Tensor rms_norm_checked_empty(const Tensor& x, const Tensor& weight, float eps) {
   TERN_CHECK(x.defined(), "[rms_norm] expected a defined input, got an undefined one");
   TERN_CHECK(is_floating(x.dtype()), "[rms_norm] expected a float dtype (f32, bf16, f16), got {}",
              dtype_name(x.dtype()));
@@ -18,7 +23,13 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
     TERN_CHECK(weight.device() == x.device(), "[rms_norm] expected weight on {}, got {}", x.device().str(),
                weight.device().str());
   }
-  Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
+  return Tensor::empty(x.shape(), x.dtype(), x.device());
+}
+
+}  // namespace
+
+Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
+  Tensor out = rms_norm_checked_empty(x, weight, eps);
   if (out.numel() == 0) return out;
   if (x.device().is_cpu()) {
     cpu::rms_norm(x, weight, eps, out);
@@ -26,6 +37,21 @@ Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps) {
     cuda::rms_norm(x, weight, eps, out);
   }
   return out;
+}
+
+AddNorm add_rms_norm(const Tensor& x, const Tensor& delta, const Tensor& weight, float eps) {
+  TERN_CHECK(x.defined() && delta.defined(), "[add_rms_norm] expected defined inputs, got an undefined one");
+  TERN_CHECK(x.shape() == delta.shape() && x.dtype() == delta.dtype() && x.device() == delta.device(),
+             "[add_rms_norm] expected x and delta of one shape, dtype and device, got {} {} and {} {}",
+             shape_str(x.shape()), dtype_name(x.dtype()), shape_str(delta.shape()), dtype_name(delta.dtype()));
+  if (x.device().is_cpu() || x.rank() < 1 || x.numel() == 0) {
+    Tensor sum = ops::add(x, delta);
+    return {sum, rms_norm(sum, weight, eps)};
+  }
+  Tensor normed = rms_norm_checked_empty(x, weight, eps);
+  Tensor sum = Tensor::empty(x.shape(), x.dtype(), x.device());
+  cuda::add_rms_norm(x, delta, weight, eps, sum, normed);
+  return {sum, normed};
 }
 
 }  // namespace tern::ops

@@ -41,8 +41,10 @@ bool launch_gemv(int64_t M, const void* x, const void* w, Dtype out_dt, void* ou
                  cudaStream_t s);
 
 // norm.cu: x, out contiguous [rows, d]; w [d] (nullptr: no scale).
-void launch_rms_norm(Dtype xt, const void* x, Dtype wt, const void* w, void* out, int64_t rows, int64_t d, float eps,
-                     cudaStream_t s);
+// RMSNorm of `rows` rows of d elements: row r of x at offset_of(rows_layout, r); with delta (contiguous
+// [rows, d]) the row is x + delta, rounded and written to sum first. out (and sum) contiguous.
+void launch_rms_norm(Dtype xt, const void* x, const Layout& rows_layout, const void* delta, void* sum, Dtype wt,
+                     const void* w, void* out, int64_t rows, int64_t d, float eps, cudaStream_t s);
 
 // rope.cu: x, out contiguous [B, H, L, D]; pos [L] or [B, L] (per_batch) of pos_dt (i32/i64);
 // inv_freq [rot / 2] on the device.

@@ -6,15 +6,16 @@
 
 namespace tern::cuda {
 
-void launch_rms_norm(Dtype xt, const void* x, Dtype wt, const void* w, void* out, int64_t rows, int64_t d, float eps,
-                     cudaStream_t s) {
+void launch_rms_norm(Dtype xt, const void* x, const Layout& rows_layout, const void* delta, void* sum, Dtype wt,
+                     const void* w, void* out, int64_t rows, int64_t d, float eps, cudaStream_t s) {
   const int threads = d >= 2048 ? 512 : d >= 512 ? 256 : 128;
   dispatch_float(xt, [&](auto xtag) {
     using T = decltype(xtag);
     dispatch_float(wt, [&](auto wtag) {
       using W = decltype(wtag);
       kernels::rms_norm_kernel<T, W><<<static_cast<unsigned>(rows), threads, 0, s>>>(
-          static_cast<const T*>(x), static_cast<const W*>(w), static_cast<T*>(out), d, eps);
+          static_cast<const T*>(x), rows_layout, static_cast<const T*>(delta), static_cast<T*>(sum),
+          static_cast<const W*>(w), static_cast<T*>(out), d, eps);
     });
   });
   TERN_CUDA_CHECK_LAUNCH();
