@@ -4,13 +4,15 @@
 // the first step below that margin). On these tiny random-weight fixtures bf16 rounding alone sits at
 // the NMSE bound: transformers' own bf16 logits are 5.6e-5 .. 1.6e-4 from its f32 ones
 // (hf_bf16_noise.json beside each fixture, measured by bench/hf_bf16_noise.py), so a prompt's bound
-// is max(1e-4, 2 x that peer figure). Skips cleanly without a GPU. TERN_TEST_DATA in the environment
-// overrides the compiled-in data folder (the GPU machine holds the tree at another path).
+// is max(1e-4, 2 x that peer figure), and 1e-4 where a fixture has no such file yet (qwen3_5). Skips
+// cleanly without a GPU. TERN_TEST_DATA in the environment overrides the compiled-in data folder (the GPU
+// machine holds the tree at another path).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -26,6 +28,22 @@ constexpr float kMargin = 0.05f;
 std::string data_dir(const std::string& name) {
   const char* env = std::getenv("TERN_TEST_DATA");
   return std::string(env && *env ? env : TERN_TEST_DATA) + "/models/" + name;
+}
+
+// The model folder of a parameter: a fixture, or "qwen3_5_text" -- the qwen3_5 fixture's text model as a
+// text-only checkpoint (config.json its text_config, model_type qwen3_5_text; the same weights) written
+// under the test's temporary folder.
+std::string model_dir(const std::string& name) {
+  if (name != "qwen3_5_text") return data_dir(name);
+  const std::string src = data_dir("qwen3_5"), dir = ::testing::TempDir() + "/tern_cuda_qwen3_5_text";
+  std::filesystem::create_directories(dir);
+  for (const char* f : {"model.safetensors", "reference.json"}) {
+    std::filesystem::copy_file(src + "/" + f, dir + "/" + f, std::filesystem::copy_options::overwrite_existing);
+  }
+  std::ifstream in(src + "/config.json");
+  nlohmann::json text = nlohmann::json::parse(in)["text_config"];
+  std::ofstream(dir + "/config.json") << text.dump();
+  return dir;
 }
 
 Tensor ids_tensor(const std::vector<int32_t>& ids) { return Tensor::from_vector(ids, {1, static_cast<int64_t>(ids.size())}); }
@@ -70,7 +88,7 @@ class CudaModelParity : public ::testing::TestWithParam<std::string> {
   void SetUp() override {
     if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
     cuda_init();
-    dir_ = data_dir(GetParam());
+    dir_ = model_dir(GetParam());
     cpu_ = load_model(dir_);
     gpu_ = load_model(dir_, LoadOptions{Device::cuda(0), Dtype::bf16});
     std::ifstream f(dir_ + "/reference.json");
@@ -129,7 +147,41 @@ TEST_P(CudaModelParity, GreedyDecodeThroughCudaCaches) {
   EXPECT_GT(compared, 0) << GetParam() << ": every prompt's first step is a near-tie";
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, CudaModelParity, ::testing::Values("qwen3", "qwen3_tied", "llama"),
+INSTANTIATE_TEST_SUITE_P(Models, CudaModelParity,
+                         ::testing::Values("qwen3", "qwen3_tied", "llama", "qwen3_5", "qwen3_5_text"),
+                         [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
+
+// Chunked prefill on the GPU: the longest prompt scored in uneven chunks through one set of caches (the
+// recurrent state and conv history carried between chunks) equals one forward over it.
+using CudaChunkedPrefill = CudaModelParity;
+
+TEST_P(CudaChunkedPrefill, ChunksEqualOneForward) {
+  std::vector<int32_t> ids;
+  for (const auto& p : meta_["prompts"]) {
+    if (p.size() > ids.size()) ids = p.get<std::vector<int32_t>>();
+  }
+  const auto L = static_cast<int64_t>(ids.size());
+  ASSERT_GT(L, 40) << GetParam() << ": expected a prompt long enough to split";
+  CacheList whole = gpu_->make_caches(), split = gpu_->make_caches();
+  Tensor want = gpu_->forward(ids_tensor(ids), whole, true).contiguous();  // [1, L, V]
+  std::vector<float> got;
+  for (int64_t t0 = 0, n = 0; t0 < L; t0 += n) {
+    n = std::min<int64_t>(t0 == 0 ? 17 : t0 < 40 ? 1 : 32, L - t0);  // a window, decode steps, windows
+    std::vector<int32_t> part(ids.begin() + t0, ids.begin() + t0 + n);
+    std::vector<float> logits = gpu_->forward(ids_tensor(part), split, true).to_f32_vector();
+    got.insert(got.end(), logits.begin(), logits.end());
+  }
+  ASSERT_EQ(static_cast<int64_t>(got.size()), want.numel());
+  const float* w = want.data<float>();
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    num += (double{w[i]} - got[i]) * (double{w[i]} - got[i]);
+    den += double{w[i]} * w[i];
+  }
+  EXPECT_LE(num / den, kNmse) << GetParam();
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaChunkedPrefill, ::testing::Values("qwen3_5", "qwen3_5_text"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace
