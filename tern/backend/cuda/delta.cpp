@@ -1,7 +1,8 @@
 // CUDA gated DeltaNet entry points: L2 norm, the causal conv1d with carried history, and the gated delta
-// rule. Both delta-rule algorithms run the token-by-token kernel for now: there is no chunked (WY / UT)
-// CUDA kernel yet, so `chunked` gives the recurrent result (equal up to rounding, slower for long prefills).
+// rule (token by token, or chunked in at most 64-position chunks: the same result up to rounding).
 #include "tern/ops/delta.h"
+
+#include <algorithm>
 
 #include "tern/backend/cuda/launch.h"
 #include "tern/backend/cuda/layout.h"
@@ -10,7 +11,8 @@
 namespace tern::cuda {
 
 namespace {
-constexpr int64_t kMaxKeyDim = 256;  // the recurrent kernel keeps Dk x 32 state floats in shared memory
+constexpr int64_t kMaxKeyDim = 256;  // the kernels keep Dk x 32 state floats in shared memory
+constexpr int64_t kMaxChunk = 64;    // launch_delta_chunked's largest chunk
 constexpr int64_t kMaxGridYZ = 65535;
 }  // namespace
 
@@ -33,15 +35,24 @@ void causal_conv1d(const Tensor& x, const Tensor& weight, Tensor& history, Tenso
 }
 
 void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& g, const Tensor& beta,
-                      Tensor& state, ops::DeltaRuleAlgo, int64_t, Tensor& out) {
-  for (const Tensor* t : {&q, &k, &v, &g, &beta, static_cast<const Tensor*>(&state)}) check_cuda(*t, "gated_delta_rule");
+                      Tensor& state, ops::DeltaRuleAlgo algo, int64_t chunk, Tensor& out) {
+  for (const Tensor* t : {&q, &k, &v, &g, &beta, static_cast<const Tensor*>(&state)}) {
+    check_cuda(*t, "gated_delta_rule");
+  }
   const int64_t B = q.size(0), L = q.size(1), Hk = q.size(2), Dk = q.size(3), Hv = v.size(2), Dv = v.size(3);
   TERN_CHECK(Dk <= kMaxKeyDim, "[gated_delta_rule] expected a key head dim <= {} on CUDA, got {}", kMaxKeyDim, Dk);
-  TERN_CHECK(B <= kMaxGridYZ && Hv <= kMaxGridYZ, "[gated_delta_rule] expected batch and value heads <= {} on CUDA, got {} and {}",
-             kMaxGridYZ, B, Hv);
+  TERN_CHECK(B <= kMaxGridYZ && Hv <= kMaxGridYZ,
+             "[gated_delta_rule] expected batch and value heads <= {} on CUDA, got {} and {}", kMaxGridYZ, B, Hv);
   Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), gc = g.contiguous(), bc = beta.contiguous();
-  launch_delta_recurrent(qc.data<float>(), kc.data<float>(), vc.data<float>(), gc.data<float>(), bc.data<float>(),
-                         state.data<float>(), out.data<float>(), B, L, Hk, Dk, Hv, Dv, stream());
+  if (algo == ops::DeltaRuleAlgo::recurrent) {
+    launch_delta_recurrent(qc.data<float>(), kc.data<float>(), vc.data<float>(), gc.data<float>(), bc.data<float>(),
+                           state.data<float>(), out.data<float>(), B, L, Hk, Dk, Hv, Dv, stream());
+  } else {
+    // Any chunk size gives the same result up to rounding; the kernel's f64 chunk matrix caps it.
+    launch_delta_chunked(qc.data<float>(), kc.data<float>(), vc.data<float>(), gc.data<float>(), bc.data<float>(),
+                         state.data<float>(), out.data<float>(), B, L, Hk, Dk, Hv, Dv,
+                         std::min(chunk, kMaxChunk), stream());
+  }
 }
 
 }  // namespace tern::cuda

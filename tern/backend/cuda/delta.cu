@@ -37,4 +37,21 @@ void launch_delta_recurrent(const float* q, const float* k, const float* v, cons
   TERN_CUDA_CHECK_LAUNCH();
 }
 
+void launch_delta_chunked(const float* q, const float* k, const float* v, const float* g, const float* beta,
+                          float* state, float* out, int64_t B, int64_t L, int64_t Hk, int64_t Dk, int64_t Hv,
+                          int64_t Dv, int64_t chunk, cudaStream_t s) {
+  // Opt in once to the shared memory of the largest case (a 64-position chunk at Dk 256, about 150 KB).
+  static const bool configured = [] {
+    TERN_CUDA_CHECK(cudaFuncSetAttribute(kernels::delta_chunked_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kernels::delta_chunked_smem(kernels::kMaxChunk, 256))));
+    return true;
+  }();
+  (void)configured;
+  constexpr int cols = kernels::kChunkCols;
+  const dim3 grid(static_cast<unsigned>((Dv + cols - 1) / cols), static_cast<unsigned>(Hv), static_cast<unsigned>(B));
+  kernels::delta_chunked_kernel<<<grid, kernels::kChunkThreads, kernels::delta_chunked_smem(chunk, Dk), s>>>(
+      q, k, v, g, beta, state, out, L, Hk, Dk, Hv, Dv, chunk);
+  TERN_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace tern::cuda
