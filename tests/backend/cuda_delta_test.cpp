@@ -149,6 +149,19 @@ TEST_F(CudaDelta, GatedDeltaRuleMatchesCpu) {
   }
 }
 
+TEST_F(CudaDelta, GatedDeltaRuleChunkSizes) {
+  // Chunks of 1, 16 and 100 (above the kernel's 64: run as 64) give the CPU's result for the same chunk.
+  DeltaInputs in = delta_inputs(1, 150, 2, 4, 64, 64, 300);
+  for (int64_t chunk : {1, 16, 100}) {
+    Tensor s_cpu = in.state.clone(), s_gpu = in.state.to(kGpu);
+    Tensor want = ops::gated_delta_rule(in.q, in.k, in.v, in.g, in.beta, s_cpu, ops::DeltaRuleAlgo::chunked, chunk);
+    Tensor got = ops::gated_delta_rule(in.q.to(kGpu), in.k.to(kGpu), in.v.to(kGpu), in.g.to(kGpu), in.beta.to(kGpu),
+                                       s_gpu, ops::DeltaRuleAlgo::chunked, chunk);
+    EXPECT_LE(nmse(want, got), 1e-7) << "chunk " << chunk;
+    EXPECT_LE(nmse(s_cpu, s_gpu), 1e-7) << "chunk " << chunk;
+  }
+}
+
 TEST_F(CudaDelta, GatedDeltaRuleStepsContinueAPrefill) {
   // A prefill of 70 tokens then 5 one-token steps on the GPU equals one 75-token CPU pass.
   const int64_t B = 2, Hk = 2, Hv = 4, Dk = 32, Dv = 32, L = 75, P = 70;
