@@ -53,7 +53,8 @@ Tensor GatedDeltaNet::forward(const Tensor& x, RecurrentCache& cache) const {
   const bool step = L == 1 && cache.offset() > 0;
 
   Tensor xf = f32(x);
-  Tensor mixed = ops::causal_conv1d(f32(in_qkv_.forward(xf)), conv_w_, cache.conv_state(B));  // [B, L, conv_dim]
+  Tensor& history = cache.conv_state(B, x.device());
+  Tensor mixed = ops::causal_conv1d(f32(in_qkv_.forward(xf)), conv_w_, history);  // [B, L, conv_dim]
   mixed = ops::silu(mixed);
   Tensor q = mixed.slice(2, 0, key_dim).reshape({B, L, s.n_k_head, s.d_k});
   Tensor k = mixed.slice(2, key_dim, 2 * key_dim).reshape({B, L, s.n_k_head, s.d_k});
@@ -64,7 +65,7 @@ Tensor GatedDeltaNet::forward(const Tensor& x, RecurrentCache& cache) const {
   Tensor beta = ops::sigmoid(f32(in_b_.forward(xf)));                                          // [B, L, Hv]
   Tensor g = ops::mul(ops::unary(ops::add(f32(in_a_.forward(xf)), dt_bias_), ops::UnaryOp::softplus), neg_a_);
 
-  Tensor o = ops::gated_delta_rule(q, k, v, g, beta, cache.recurrent_state(B),
+  Tensor o = ops::gated_delta_rule(q, k, v, g, beta, cache.recurrent_state(B, x.device()),
                                    step ? ops::DeltaRuleAlgo::recurrent : ops::DeltaRuleAlgo::chunked);
   cache.advance(L);
 

@@ -23,23 +23,27 @@ int64_t RecurrentCache::bytes() const {
   return (conv_.defined() ? conv_.nbytes() : 0) + (state_.defined() ? state_.nbytes() : 0);
 }
 
-void RecurrentCache::ensure(int64_t batch) {
+void RecurrentCache::ensure(int64_t batch, Device device) {
   TERN_CHECK(batch > 0, "[recurrent-cache] expected a positive batch, got {}", batch);
   if (!state_.defined()) {
-    conv_ = Tensor::zeros({batch, shape_.conv_kernel - 1, shape_.conv_dim}, Dtype::f32);
-    state_ = Tensor::zeros({batch, shape_.n_v_head, shape_.d_k, shape_.d_v}, Dtype::f32);
+    conv_ = Tensor::zeros({batch, shape_.conv_kernel - 1, shape_.conv_dim}, Dtype::f32, device);
+    state_ = Tensor::zeros({batch, shape_.n_v_head, shape_.d_k, shape_.d_v}, Dtype::f32, device);
   }
   TERN_CHECK(state_.size(0) == batch, "[recurrent-cache] expected batch {} (the batch it holds), got {}",
              state_.size(0), batch);
+  if (state_.device() != device) {
+    conv_ = conv_.to(device).contiguous();
+    state_ = state_.to(device).contiguous();
+  }
 }
 
-Tensor& RecurrentCache::conv_state(int64_t batch) {
-  ensure(batch);
+Tensor& RecurrentCache::conv_state(int64_t batch, Device device) {
+  ensure(batch, device);
   return conv_;
 }
 
-Tensor& RecurrentCache::recurrent_state(int64_t batch) {
-  ensure(batch);
+Tensor& RecurrentCache::recurrent_state(int64_t batch, Device device) {
+  ensure(batch, device);
   return state_;
 }
 

@@ -35,10 +35,11 @@ class RecurrentCache : public Cache {
   void save(CacheWriter& out) const override;
   void load(CacheReader& in) override;
 
-  // The state of `batch` rows, allocated as zeros on first use; a different batch later throws.
+  // The state of `batch` rows on `device`, allocated as zeros on first use and moved there when held on
+  // another device (a restored file is read onto the CPU); a different batch later throws.
   // conv [B, K-1, conv_dim], state [B, n_v_head, d_k, d_v]; callers update them in place.
-  Tensor& conv_state(int64_t batch);
-  Tensor& recurrent_state(int64_t batch);
+  Tensor& conv_state(int64_t batch, Device device = Device::cpu());
+  Tensor& recurrent_state(int64_t batch, Device device = Device::cpu());
   // Records that n more positions went through the layer.
   void advance(int64_t n);
 
@@ -50,7 +51,7 @@ class RecurrentCache : public Cache {
   const RecurrentShape& shape() const { return shape_; }
 
  private:
-  void ensure(int64_t batch);
+  void ensure(int64_t batch, Device device);
 
   RecurrentShape shape_;
   int64_t offset_ = 0;

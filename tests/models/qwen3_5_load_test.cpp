@@ -1,5 +1,6 @@
 // Qwen3.5 loading: a layer_types entry the hybrid cannot run is a clear error naming it; caches are a
-// recurrent state per linear_attention layer and a KV cache per full_attention layer.
+// recurrent state per linear_attention layer and a KV cache per full_attention layer; a text-only config
+// (qwen3_5_text) loads the same model.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -74,6 +75,24 @@ TEST(Qwen35Load, VisionTowerAndMtpAreSkipped) {
   EXPECT_EQ(model->n_params(), plain->n_params());
 
   Tensor ids = Tensor::from_vector(std::vector<int32_t>{5, 9, 2}, {1, 3});
+  CacheList a = model->make_caches(), b = plain->make_caches();
+  EXPECT_EQ(model->forward(ids, a, true).to_f32_vector(), plain->forward(ids, b, true).to_f32_vector());
+}
+
+// A text-only checkpoint (config.json the text_config, model_type qwen3_5_text) of the same weights
+// loads as the same model: the form the CUDA parity test builds for qwen3_5_text.
+TEST(Qwen35Load, TextOnlyConfigLoadsTheSameModel) {
+  const std::string dir = ::testing::TempDir() + "/tern_qwen3_5_text_only";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(fixture("qwen3_5") + "/model.safetensors", dir + "/model.safetensors",
+                             std::filesystem::copy_options::overwrite_existing);
+  nlohmann::json text = read_json(fixture("qwen3_5") + "/config.json")["text_config"];
+  ASSERT_EQ(text["model_type"], "qwen3_5_text");
+  std::ofstream(dir + "/config.json") << text.dump();
+  auto model = load_model(dir), plain = load_model(fixture("qwen3_5"));
+  EXPECT_EQ(model->config().model_type, "qwen3_5_text");
+  EXPECT_EQ(model->n_params(), plain->n_params());
+  Tensor ids = Tensor::from_vector(std::vector<int32_t>{7, 1, 4, 4}, {1, 4});
   CacheList a = model->make_caches(), b = plain->make_caches();
   EXPECT_EQ(model->forward(ids, a, true).to_f32_vector(), plain->forward(ids, b, true).to_f32_vector());
 }

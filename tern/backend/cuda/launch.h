@@ -46,6 +46,21 @@ bool launch_gemv(int64_t M, const void* x, const void* w, Dtype out_dt, void* ou
 void launch_rms_norm(Dtype xt, const void* x, const Layout& rows_layout, const void* delta, void* sum, Dtype wt,
                      const void* w, void* out, int64_t rows, int64_t d, float eps, cudaStream_t s);
 
+// delta.cu (gated DeltaNet), every operand contiguous. l2norm: x, out [rows, d] of dt.
+void launch_l2norm(Dtype dt, const void* x, void* out, int64_t rows, int64_t d, float eps, cudaStream_t s);
+// x, out [B, L, C], w [C, K], history [B, K-1, C] (updated in place), all f32.
+void launch_causal_conv1d(const float* x, const float* w, float* history, float* out, int64_t B, int64_t L,
+                          int64_t C, int64_t K, cudaStream_t s);
+// The token-by-token gated delta rule (layouts as in ops::gated_delta_rule), Dk <= 256; state updated in
+// place.
+void launch_delta_recurrent(const float* q, const float* k, const float* v, const float* g, const float* beta,
+                            float* state, float* out, int64_t B, int64_t L, int64_t Hk, int64_t Dk, int64_t Hv,
+                            int64_t Dv, cudaStream_t s);
+// The chunked gated delta rule, same operands; 1 <= chunk <= 64 positions per chunk, Dk <= 256.
+void launch_delta_chunked(const float* q, const float* k, const float* v, const float* g, const float* beta,
+                          float* state, float* out, int64_t B, int64_t L, int64_t Hk, int64_t Dk, int64_t Hv,
+                          int64_t Dv, int64_t chunk, cudaStream_t s);
+
 // rope.cu: x, out contiguous [B, H, L, D]; pos [L] or [B, L] (per_batch) of pos_dt (i32/i64);
 // inv_freq [rot / 2] on the device.
 void launch_rope(Dtype dt, const void* x, void* out, int64_t B, int64_t H, int64_t L, int64_t D, Dtype pos_dt,

@@ -1,0 +1,57 @@
+// Launchers of the gated DeltaNet kernels.
+#include "tern/backend/cuda/dispatch.cuh"
+#include "tern/backend/cuda/kernels/delta.cuh"
+#include "tern/backend/cuda/launch.h"
+#include "tern/backend/cuda/runtime/check.h"
+
+namespace tern::cuda {
+
+void launch_l2norm(Dtype dt, const void* x, void* out, int64_t rows, int64_t d, float eps, cudaStream_t s) {
+  const int threads = d >= 2048 ? 512 : d >= 512 ? 256 : 128;
+  dispatch_float(dt, [&](auto tag) {
+    using T = decltype(tag);
+    kernels::l2norm_kernel<T><<<static_cast<unsigned>(rows), threads, 0, s>>>(static_cast<const T*>(x),
+                                                                               static_cast<T*>(out), d, eps);
+  });
+  TERN_CUDA_CHECK_LAUNCH();
+}
+
+void launch_causal_conv1d(const float* x, const float* w, float* history, float* out, int64_t B, int64_t L,
+                          int64_t C, int64_t K, cudaStream_t s) {
+  constexpr int threads = 256;
+  kernels::causal_conv1d_kernel<<<grid_for(B * L * C, threads), threads, 0, s>>>(x, w, history, out, B, L, C, K);
+  TERN_CUDA_CHECK_LAUNCH();
+  if (K > 1) {
+    kernels::conv_history_kernel<<<grid_for(B * C, threads), threads, 0, s>>>(x, history, B, L, C, K);
+    TERN_CUDA_CHECK_LAUNCH();
+  }
+}
+
+void launch_delta_recurrent(const float* q, const float* k, const float* v, const float* g, const float* beta,
+                            float* state, float* out, int64_t B, int64_t L, int64_t Hk, int64_t Dk, int64_t Hv,
+                            int64_t Dv, cudaStream_t s) {
+  constexpr int cols = kernels::kDeltaCols;
+  const dim3 grid(static_cast<unsigned>((Dv + cols - 1) / cols), static_cast<unsigned>(Hv), static_cast<unsigned>(B));
+  const size_t smem = static_cast<size_t>(Dk * cols + 2 * Dk) * sizeof(float);
+  kernels::delta_recurrent_kernel<<<grid, cols, smem, s>>>(q, k, v, g, beta, state, out, L, Hk, Dk, Hv, Dv);
+  TERN_CUDA_CHECK_LAUNCH();
+}
+
+void launch_delta_chunked(const float* q, const float* k, const float* v, const float* g, const float* beta,
+                          float* state, float* out, int64_t B, int64_t L, int64_t Hk, int64_t Dk, int64_t Hv,
+                          int64_t Dv, int64_t chunk, cudaStream_t s) {
+  // Opt in once to the shared memory of the largest case (a 64-position chunk at Dk 256, about 150 KB).
+  static const bool configured = [] {
+    TERN_CUDA_CHECK(cudaFuncSetAttribute(kernels::delta_chunked_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kernels::delta_chunked_smem(kernels::kMaxChunk, 256))));
+    return true;
+  }();
+  (void)configured;
+  constexpr int cols = kernels::kChunkCols;
+  const dim3 grid(static_cast<unsigned>((Dv + cols - 1) / cols), static_cast<unsigned>(Hv), static_cast<unsigned>(B));
+  kernels::delta_chunked_kernel<<<grid, kernels::kChunkThreads, kernels::delta_chunked_smem(chunk, Dk), s>>>(
+      q, k, v, g, beta, state, out, L, Hk, Dk, Hv, Dv, chunk);
+  TERN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace tern::cuda
