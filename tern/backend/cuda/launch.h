@@ -67,6 +67,10 @@ void launch_topk(Dtype dt, const void* x, void* values, int32_t* indices, int64_
 // index.cu: out[i, :] = table[ids[i], :] converted; an id outside [0, V) writes zeros and sets *bad.
 void launch_embedding(Dtype table_dt, const void* table, int64_t V, int64_t D, Dtype id_dt, const void* ids,
                       int64_t n_ids, Dtype out_dt, void* out, int32_t* bad, cudaStream_t s);
+// table[ids[i], :] = rows[i, :] for contiguous table [V, D] and rows [n_ids, D] of dtype dt; ids
+// outside [0, V) write nothing.
+void launch_scatter_rows(Dtype dt, void* table, int64_t V, int64_t D, Dtype id_dt, const void* ids, int64_t n_ids,
+                         const void* rows, cudaStream_t s);
 
 // attention: one problem of softmax(q k^T * scale [softcap] + mask) v. q/k/v strides are (b, h, l);
 // the last dim is contiguous. out is contiguous [B, Hq, Lq, Dv].

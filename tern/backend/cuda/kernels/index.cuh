@@ -1,4 +1,5 @@
-// Embedding gather: one block per id, the row converted to the output type.
+// Embedding gather: one block per id, the row converted to the output type; scatter_rows, its
+// inverse: one block per id, out-of-range ids skipped.
 #pragma once
 #include "tern/backend/cuda/kernels/common.cuh"
 
@@ -16,6 +17,16 @@ __global__ void embedding_kernel(const T* __restrict__ table, int64_t V, int64_t
   }
   const T* src = table + id * D;
   for (int64_t j = threadIdx.x; j < D; j += blockDim.x) row[j] = from_f32<O>(to_f32(src[j]));
+}
+
+template <typename T, typename I>
+__global__ void scatter_rows_kernel(T* __restrict__ table, int64_t V, int64_t D, const I* __restrict__ ids,
+                                    const T* __restrict__ rows) {
+  const int64_t id = static_cast<int64_t>(ids[blockIdx.x]);
+  if (id < 0 || id >= V) return;
+  const T* src = rows + blockIdx.x * D;
+  T* dst = table + id * D;
+  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) dst[j] = src[j];
 }
 
 }  // namespace tern::cuda::kernels
