@@ -1,4 +1,4 @@
-// Indexing ops: embedding validation and allocation (the gather lives in the backends), and
+// Indexing ops: embedding and scatter_rows validation and allocation (the copies live in the backends), and
 // concat, which is a sequence of strided copies into slices of the result.
 #include "tern/ops/index.h"
 
@@ -25,6 +25,31 @@ Tensor embedding(const Tensor& table, const Tensor& ids, Dtype out_dtype) {
     cuda::embedding(table, ids, out);
   }
   return out;
+}
+
+void scatter_rows(Tensor& table, const Tensor& ids, const Tensor& rows) {
+  TERN_CHECK(table.defined() && ids.defined() && rows.defined(),
+             "[scatter_rows] expected a defined table, ids and rows, got an undefined one");
+  TERN_CHECK(table.rank() == 2 && table.is_contiguous(), "[scatter_rows] expected a contiguous table [V, D], got {}{}",
+             shape_str(table.shape()), table.is_contiguous() ? "" : " (strided)");
+  TERN_CHECK(is_floating(table.dtype()), "[scatter_rows] expected a float table dtype (f32, bf16, f16), got {}",
+             dtype_name(table.dtype()));
+  TERN_CHECK(rows.dtype() == table.dtype(), "[scatter_rows] expected rows of dtype {}, got {}",
+             dtype_name(table.dtype()), dtype_name(rows.dtype()));
+  TERN_CHECK(ids.dtype() == Dtype::i32 || ids.dtype() == Dtype::i64,
+             "[scatter_rows] expected ids of dtype i32 or i64, got {}", dtype_name(ids.dtype()));
+  TERN_CHECK(ids.rank() == 1, "[scatter_rows] expected ids [n], got {}", shape_str(ids.shape()));
+  TERN_CHECK(rows.rank() == 2 && rows.size(0) == ids.size(0) && rows.size(1) == table.size(1),
+             "[scatter_rows] expected rows [{}, {}], got {}", ids.size(0), table.size(1), shape_str(rows.shape()));
+  TERN_CHECK(ids.device() == table.device() && rows.device() == table.device(),
+             "[scatter_rows] expected ids and rows on {}, got {} and {}", table.device().str(), ids.device().str(),
+             rows.device().str());
+  if (ids.numel() == 0 || table.size(1) == 0) return;
+  if (table.device().is_cpu()) {
+    cpu::scatter_rows(table, ids, rows);
+  } else {
+    cuda::scatter_rows(table, ids, rows);
+  }
 }
 
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {

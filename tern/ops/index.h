@@ -1,4 +1,4 @@
-// Indexing ops: embedding gather and concat.
+// Indexing ops: embedding gather, its inverse scatter_rows, and concat.
 #pragma once
 #include <vector>
 
@@ -9,6 +9,13 @@ namespace tern::ops {
 // table [V, D] (any float dtype), ids [...] (i32/i64) -> [..., D] in out_dtype.
 // Throws "[embedding] expected token id in [0, V), got x" on an out-of-range id.
 Tensor embedding(const Tensor& table, const Tensor& ids, Dtype out_dtype);
+
+// The inverse of embedding, in place: table[ids[i], :] = rows[i, :] for a contiguous table [V, D]
+// (any float dtype), rows [n, D] of the table's dtype and ids [n] (i32/i64), all on one device. ids
+// must be distinct (a repeated id gets one of its rows, unspecified which). Throws on a bad shape,
+// dtype or device, and on the CPU on an id outside [0, V); ids on a CUDA device are not range-checked
+// (an out-of-range id writes nothing).
+void scatter_rows(Tensor& table, const Tensor& ids, const Tensor& rows);
 
 // Joins tensors that agree on every dim but dim; all share dtype and device.
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
@@ -25,8 +32,10 @@ void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions);
 namespace tern::cpu {
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
 void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions);
+void scatter_rows(Tensor& table, const Tensor& ids, const Tensor& rows);
 }  // namespace tern::cpu
 namespace tern::cuda {
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
 void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions);
+void scatter_rows(Tensor& table, const Tensor& ids, const Tensor& rows);
 }  // namespace tern::cuda

@@ -90,9 +90,14 @@ void top_k_filter(std::vector<Candidate>& cands, int32_t k) {
   std::sort(cands.begin(), cands.end(), better_candidate);
 }
 
-void top_p_filter(std::vector<Candidate>& cands, float top_p) {
-  if (top_p >= 1.0f || cands.size() <= 1) return;
-  const float m = max_logit(cands);
+namespace {
+
+// top_p_filter's walk under a given nucleus mass `target` (top_p * total): moves the kept candidates
+// to the front and returns how many. complete: cands are the whole list. Otherwise cands are only the
+// best candidates of a longer list (every other logit <= the smallest here, so every histogram bin
+// above the smallest candidate's is whole here); returns -1 when the walk would need a bin or a
+// candidate that is not here.
+int64_t top_p_walk(std::vector<Candidate>& cands, float m, double target, bool complete) {
   // Histogram of mass by distance below the max (bins 1/32 logit wide): candidates in bins before the
   // one where the mass crosses top_p are kept unsorted; only the crossing bin is sorted and walked.
   constexpr int kBins = 1024;
@@ -100,17 +105,21 @@ void top_p_filter(std::vector<Candidate>& cands, float top_p) {
   auto bin_of = [&](float logit) {
     return static_cast<int>(std::min((m - logit) * kBinsPerLogit, static_cast<float>(kBins - 1)));
   };
-  std::vector<double> bin_mass(kBins, 0.0);
-  double total = 0.0;
-  for (const Candidate& c : cands) {
-    double w = std::exp(c.logit - m);
-    bin_mass[bin_of(c.logit)] += w;
-    total += w;
+  int known_bins = kBins;
+  if (!complete) {
+    float lowest = m;
+    for (const Candidate& c : cands) lowest = std::min(lowest, c.logit);
+    known_bins = bin_of(lowest);
   }
-  const double target = static_cast<double>(top_p) * total;
+  std::vector<double> bin_mass(kBins, 0.0);
+  for (const Candidate& c : cands) bin_mass[bin_of(c.logit)] += std::exp(c.logit - m);
   int cross = 0;
   double before = 0.0;
-  while (cross < kBins - 1 && before + bin_mass[cross] < target) before += bin_mass[cross++];
+  while (cross < kBins - 1 && before + bin_mass[cross] < target) {
+    if (cross >= known_bins) return -1;
+    before += bin_mass[cross++];
+  }
+  if (cross >= known_bins) return -1;
   auto inner_end =
       std::partition(cands.begin(), cands.end(), [&](const Candidate& c) { return bin_of(c.logit) < cross; });
   auto cross_end =
@@ -124,12 +133,38 @@ void top_p_filter(std::vector<Candidate>& cands, float top_p) {
       std::sort(cross_end, cands.end(), better_candidate);
       rest_sorted = true;
     }
-    if (it != cands.begin() && before >= target) {
-      cands.erase(it, cands.end());
-      return;
-    }
+    if (it != cands.begin() && before >= target) return it - cands.begin();
     before += std::exp(it->logit - m);
   }
+  return complete ? static_cast<int64_t>(cands.size()) : -1;
+}
+
+}  // namespace
+
+void top_p_filter(std::vector<Candidate>& cands, float top_p) {
+  if (top_p >= 1.0f || cands.size() <= 1) return;
+  const float m = max_logit(cands);
+  double total = 0.0;
+  for (const Candidate& c : cands) total += std::exp(c.logit - m);
+  cands.resize(static_cast<size_t>(top_p_walk(cands, m, static_cast<double>(top_p) * total, true)));
+}
+
+bool top_p_filter_best(std::vector<Candidate>& cands, float top_p, double total_lo, double total_hi) {
+  TERN_CHECK(!cands.empty() && total_lo <= total_hi, "[sample] expected candidates and total_lo <= total_hi, got {} "
+             "candidates and [{}, {}]", cands.size(), total_lo, total_hi);
+  if (top_p >= 1.0f) return true;
+  // The whole list is in ascending id order (make_candidates), so its bins sum in id order too.
+  std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+  const float m = max_logit(cands);
+  // The kept set is a best-first prefix whose length never shrinks as the target grows: equal counts
+  // at both ends of the interval decide it for every total inside.
+  std::vector<Candidate> lo = cands, hi = cands;
+  int64_t n_lo = top_p_walk(lo, m, static_cast<double>(top_p) * total_lo, false);
+  int64_t n_hi = top_p_walk(hi, m, static_cast<double>(top_p) * total_hi, false);
+  if (n_lo < 0 || n_hi < 0 || n_lo != n_hi) return false;
+  lo.resize(static_cast<size_t>(n_lo));
+  cands = std::move(lo);
+  return true;
 }
 
 void min_p_filter(std::vector<Candidate>& cands, float min_p) {

@@ -53,6 +53,14 @@ void top_k_filter(std::vector<Candidate>& cands, int32_t k);
 // survivors' order is unspecified. top_p >= 1 is a no-op.
 void top_p_filter(std::vector<Candidate>& cands, float top_p);
 
+// top_p_filter for a list that holds only the best candidates of a row, as a device sampler copies
+// them: cands (any order) hold every candidate whose logit is above the smallest logit here, and the
+// whole list's total weight sum(exp(logit - max)) (f32 terms, f64 sum, ascending id order) lies in
+// [total_lo, total_hi]. When that decides what top_p_filter on the whole list in ascending id order
+// would keep, leaves exactly those (order unspecified) and returns true; otherwise returns false and
+// leaves a permutation of cands. top_p >= 1 is a no-op returning true.
+bool top_p_filter_best(std::vector<Candidate>& cands, float top_p, double total_lo, double total_hi);
+
 // HF MinPLogitsWarper: keeps candidates with prob >= min_p * max_prob, tested in f32 as
 // logit - max_logit >= log(min_p) (renormalisation cancels). The best token always survives; order is
 // preserved.

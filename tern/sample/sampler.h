@@ -40,6 +40,9 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
   // The random stream; its position() is the number of words drawn so far.
   const Rng& rng() const { return rng_; }
+  // The same stream, writable: for a sampler that runs the processors elsewhere (DeviceSampler) and
+  // draws from this stream so both stay in step.
+  Rng& mutable_rng() { return rng_; }
 
  private:
   SamplingParams params_;

@@ -233,6 +233,30 @@ TEST_F(CudaOps, Embedding) {
   }
 }
 
+TEST_F(CudaOps, ScatterRows) {
+  for (Dtype dt : kFloat) {
+    for (Dtype id_dt : {Dtype::i32, Dtype::i64}) {
+      for (int64_t d : {1, 96}) {
+        Tensor table = randn({1000, d}, dt, 26);
+        Tensor rows = randn({5, d}, dt, 27);
+        Tensor ids = ops::cast(Tensor::from_vector(std::vector<int64_t>{999, 0, 500, 17, 1}, {5}), id_dt);
+        Tensor g = table.to(kGpu);
+        ops::scatter_rows(table, ids, rows);
+        ops::scatter_rows(g, ids.to(kGpu), rows.to(kGpu));
+        EXPECT_EQ(nmse(table, g), 0.0) << dtype_name(dt) << " " << dtype_name(id_dt) << " d " << d;
+      }
+    }
+  }
+  // Ids on the device are not range-checked: an out-of-range one writes nothing.
+  Tensor table = randn({10, 1}, Dtype::f32, 28);
+  Tensor g = table.to(kGpu);
+  ops::scatter_rows(g, Tensor::from_vector(std::vector<int32_t>{10, 2}, {2}).to(kGpu),
+                    Tensor::from_vector(std::vector<float>{7.0f, -INFINITY}, {2, 1}).to(kGpu));
+  std::vector<float> got = g.to(Device::cpu()).to_f32_vector(), want = table.to_f32_vector();
+  want[2] = -INFINITY;
+  EXPECT_EQ(got, want);
+}
+
 TEST_F(CudaOps, Matmul) {
   struct Case {
     Shape a, b;

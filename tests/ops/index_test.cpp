@@ -1,10 +1,14 @@
-// Embedding gather and concat against direct indexing: id dtypes, strided tables and ids, dtype
+// Embedding gather, scatter_rows and concat against direct indexing: id dtypes, strided tables and ids, dtype
 // conversion on the way out, out-of-range ids, and concat along every dim.
 #include "tern/ops/index.h"
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
+#include <string>
+
+#include "tern/ops/elementwise.h"
 
 namespace tern {
 namespace {
@@ -96,6 +100,69 @@ TEST(Embedding, OutOfRangeIds) {
                               Dtype::f32),
                Error);
   EXPECT_EQ(ops::embedding(table, Tensor::empty({0}, Dtype::i64), Dtype::f32).shape(), (Shape{0, 4}));
+}
+
+// table with rows[i] written at ids[i], by direct indexing.
+std::vector<float> ref_scatter(const Tensor& table, const std::vector<int64_t>& ids, const Tensor& rows) {
+  std::vector<float> out = table.to_f32_vector(), rv = rows.to_f32_vector();
+  const int64_t d = table.size(1);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    for (int64_t j = 0; j < d; ++j) out[ids[i] * d + j] = rv[i * d + j];
+  }
+  return out;
+}
+
+TEST(ScatterRows, WritesRowsAtIds) {
+  for (Dtype dt : {Dtype::f32, Dtype::bf16, Dtype::f16}) {
+    for (Dtype id_dt : {Dtype::i32, Dtype::i64}) {
+      Tensor table = random({12, 5}, dt, 7);
+      Tensor rows = random({4, 5}, dt, 8);
+      std::vector<int64_t> ids = {11, 0, 6, 3};
+      std::vector<float> want = ref_scatter(table, ids, rows);
+      Tensor idt = id_dt == Dtype::i64 ? Tensor::from_vector(ids, {4})
+                                       : Tensor::from_vector(std::vector<int32_t>{11, 0, 6, 3}, {4});
+      ops::scatter_rows(table, idt, rows);
+      EXPECT_EQ(table.to_f32_vector(), want) << dtype_name(dt) << " " << dtype_name(id_dt);
+    }
+  }
+  // One column: a vocab row seen as [V, 1], the way a sampler patches a few logits.
+  Tensor row = random({1000, 1}, Dtype::f32, 9);
+  Tensor vals = Tensor::from_vector(std::vector<float>{-INFINITY, 5.0f, -1.5f}, {3, 1});
+  std::vector<int64_t> ids = {999, 17, 500};
+  std::vector<float> want = ref_scatter(row, ids, vals);
+  ops::scatter_rows(row, Tensor::from_vector(ids, {3}), vals);
+  EXPECT_EQ(row.to_f32_vector(), want);
+  // Strided ids and rows are read through their strides.
+  Tensor table = random({8, 3}, Dtype::f32, 10);
+  Tensor sid = Tensor::from_vector(std::vector<int64_t>{1, 99, 4, 99, 6}, {5}).slice(0, 0, 5, 2);
+  Tensor srows = random({3, 3}, Dtype::f32, 11).transpose(0, 1);
+  want = ref_scatter(table, {1, 4, 6}, srows.contiguous());
+  ops::scatter_rows(table, sid, srows);
+  EXPECT_EQ(table.to_f32_vector(), want);
+}
+
+TEST(ScatterRows, BadInput) {
+  Tensor table = random({10, 2}, Dtype::f32, 12);
+  Tensor rows = random({1, 2}, Dtype::f32, 13);
+  try {
+    ops::scatter_rows(table, Tensor::from_vector(std::vector<int32_t>{10}, {1}), rows);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[scatter_rows] expected ids in [0, 10), got 10"), std::string::npos)
+        << e.what();
+  }
+  std::vector<float> before = table.to_f32_vector();
+  EXPECT_THROW(ops::scatter_rows(table, Tensor::from_vector(std::vector<int64_t>{-1}, {1}), rows), Error);
+  EXPECT_EQ(table.to_f32_vector(), before);  // ids are checked before anything is written
+  EXPECT_THROW(ops::scatter_rows(table, Tensor::from_vector(std::vector<float>{1}, {1}), rows), Error);
+  EXPECT_THROW(ops::scatter_rows(table, Tensor::from_vector(std::vector<int64_t>{1}, {1}), ops::cast(rows, Dtype::bf16)),
+               Error);
+  EXPECT_THROW(ops::scatter_rows(table, Tensor::from_vector(std::vector<int64_t>{1, 2}, {2}), rows), Error);
+  Tensor strided = table.transpose(0, 1);
+  EXPECT_THROW(ops::scatter_rows(strided, Tensor::from_vector(std::vector<int64_t>{1}, {1}), random({1, 10}, Dtype::f32, 14)),
+               Error);
+  ops::scatter_rows(table, Tensor::empty({0}, Dtype::i64), Tensor::empty({0, 2}, Dtype::f32));
+  EXPECT_EQ(table.to_f32_vector(), before);
 }
 
 TEST(Concat, EveryDim) {

@@ -226,3 +226,52 @@ TEST(Processors, DrawCandidateDenseAndSortedPathsAgree) {
 
 }  // namespace
 }  // namespace tern
+
+namespace tern {
+namespace {
+
+// top_p_filter_best on the k best of a row, given the row's total (exact, or bracketed), against
+// top_p_filter on the whole row in id order.
+TEST(Processors, TopPFromBestCandidatesMatchesWholeRow) {
+  std::mt19937 gen(17);
+  int decided = 0, trials = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    const int64_t n = 3000;
+    std::normal_distribution<float> dist(0.0f, trial % 3 == 0 ? 1.0f : 3.0f);
+    std::vector<float> row(n);
+    for (float& x : row) x = dist(gen);
+    if (trial % 2 == 1) row[trial % n] += 15.0f;  // peaked
+    if (trial % 5 == 0) row[(trial * 7) % n] = row[(trial * 11) % n];  // a tie
+    const float top_p = trial % 4 == 0 ? 0.5f : trial % 4 == 1 ? 0.9f : trial % 4 == 2 ? 0.99f : 0.2f;
+    std::vector<Candidate> whole = make_candidates(row);
+    const float m = *std::max_element(row.begin(), row.end());
+    double total = 0.0;
+    for (const Candidate& c : whole) total += std::exp(c.logit - m);
+    std::vector<Candidate> full = whole;
+    top_p_filter(full, top_p);
+    std::vector<Candidate> sorted = whole;
+    std::sort(sorted.begin(), sorted.end(), better_candidate);
+    for (size_t k : {size_t{1}, size_t{64}, size_t{1024}}) {
+      std::vector<Candidate> best(sorted.begin(), sorted.begin() + k);
+      std::shuffle(best.begin(), best.end(), gen);
+      std::vector<Candidate> exact = best, bracketed = best;
+      ++trials;
+      if (top_p_filter_best(exact, top_p, total, total)) {
+        EXPECT_EQ(ids_of(exact), ids_of(full)) << "trial " << trial << " k " << k;
+        ++decided;
+      } else {
+        EXPECT_EQ(ids_of(exact), ids_of(best));  // left as a permutation
+      }
+      if (top_p_filter_best(bracketed, top_p, total * (1 - 1e-4), total * (1 + 1e-4))) {
+        EXPECT_EQ(ids_of(bracketed), ids_of(full)) << "trial " << trial << " k " << k;
+      }
+    }
+  }
+  EXPECT_GT(decided, trials / 3);
+  std::vector<Candidate> one = {{3, 1.0f}};
+  EXPECT_TRUE(top_p_filter_best(one, 1.0f, 5.0, 5.0));
+  EXPECT_THROW(top_p_filter_best(one, 0.5f, 2.0, 1.0), Error);
+}
+
+}  // namespace
+}  // namespace tern

@@ -1,5 +1,6 @@
 // CPU embedding gather: ids are checked in one serial pass, then rows are copied (converted to the
-// output dtype) in parallel.
+// output dtype) in parallel. scatter_rows, its inverse, is serial (it writes a few rows).
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
@@ -44,7 +45,34 @@ void embedding_typed(const Tensor& table, const Tensor& ids, Tensor& out) {
   });
 }
 
+template <typename I>
+void scatter_rows_typed(Tensor& table, const Tensor& ids, const Tensor& rows) {
+  const int64_t v = table.size(0), n = ids.size(0);
+  const size_t row_bytes = static_cast<size_t>(table.size(1)) * dtype_size(table.dtype());
+  Tensor rc = rows.contiguous();
+  const I* pid = static_cast<const I*>(ids.data_ptr());
+  const int64_t sid = ids.stride(0);
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t id = pid[i * sid];
+    TERN_CHECK(id >= 0 && id < v, "[scatter_rows] expected ids in [0, {}), got {}", v, id);
+  }
+  auto* dst = static_cast<uint8_t*>(table.data_ptr());
+  const auto* src = static_cast<const uint8_t*>(rc.data_ptr());
+  for (int64_t i = 0; i < n; ++i) {
+    std::memcpy(dst + static_cast<size_t>(pid[i * sid]) * row_bytes, src + static_cast<size_t>(i) * row_bytes,
+                row_bytes);
+  }
+}
+
 }  // namespace
+
+void scatter_rows(Tensor& table, const Tensor& ids, const Tensor& rows) {
+  if (ids.dtype() == Dtype::i32) {
+    scatter_rows_typed<int32_t>(table, ids, rows);
+  } else {
+    scatter_rows_typed<int64_t>(table, ids, rows);
+  }
+}
 
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
   detail::dispatch_float(table.dtype(), [&](auto tt) {

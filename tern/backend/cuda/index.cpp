@@ -1,4 +1,4 @@
-// CUDA embedding entry point. Ids given on the host are range-checked there before the upload; ids
+// CUDA embedding and scatter_rows entry points. Ids given on the host are range-checked there before the upload; ids
 // already on the device (e.g. sampled there) are trusted, and an out-of-range one gathers zeros.
 #include "tern/ops/index.h"
 
@@ -47,6 +47,15 @@ void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions) {
   }
   launch_write_positions(dtype_size(dst.dtype()), dst.data_ptr(), dshape, dstride, src.data_ptr(), sstride,
                          positions.data<int32_t>(), stream());
+void scatter_rows(Tensor& table, const Tensor& ids, const Tensor& rows) {
+  check_cuda(table, "scatter_rows");
+  check_cuda(ids, "scatter_rows");
+  check_cuda(rows, "scatter_rows");
+  const int64_t n_ids = ids.numel();
+  if (n_ids == 0) return;
+  Tensor idc = ids.contiguous(), rc = rows.contiguous();
+  launch_scatter_rows(table.dtype(), table.data_ptr(), table.size(0), table.size(1), idc.dtype(), idc.data_ptr(),
+                      n_ids, rc.data_ptr(), stream());
 }
 
 }  // namespace tern::cuda

@@ -1,4 +1,4 @@
-// Launcher of the embedding gather.
+// Launchers of the embedding gather and its inverse, scatter_rows.
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/index.cuh"
 #include "tern/backend/cuda/launch.h"
@@ -40,6 +40,17 @@ void launch_write_positions(size_t elem, void* dst, const int64_t* dshape, const
     case 4: go(uint32_t{}); break;
     default: go(uint64_t{}); break;
   }
+void launch_scatter_rows(Dtype dt, void* table, int64_t V, int64_t D, Dtype id_dt, const void* ids, int64_t n_ids,
+                         const void* rows, cudaStream_t s) {
+  const int threads = D >= 1024 ? 256 : D >= 128 ? 128 : 32;
+  dispatch_float(dt, [&](auto ttag) {
+    using T = decltype(ttag);
+    dispatch_index(id_dt, [&](auto itag) {
+      using I = decltype(itag);
+      kernels::scatter_rows_kernel<T, I><<<static_cast<unsigned>(n_ids), threads, 0, s>>>(
+          static_cast<T*>(table), V, D, static_cast<const I*>(ids), static_cast<const T*>(rows));
+    });
+  });
   TERN_CUDA_CHECK_LAUNCH();
 }
 

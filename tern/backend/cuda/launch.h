@@ -103,6 +103,10 @@ void launch_moe_sort(const int32_t* experts, int64_t P, int64_t k, int64_t E, in
 // out [T, H] f32 = sum_j weights[t, j] * y[pos[t, j]] over slots with pos >= 0; y [n_sorted, H] f32.
 void launch_moe_combine(const float* y, const int32_t* pos, const float* weights, int64_t T, int64_t k, int64_t H,
                         float* out, cudaStream_t s);
+// table[ids[i], :] = rows[i, :] for contiguous table [V, D] and rows [n_ids, D] of dtype dt; ids
+// outside [0, V) write nothing.
+void launch_scatter_rows(Dtype dt, void* table, int64_t V, int64_t D, Dtype id_dt, const void* ids, int64_t n_ids,
+                         const void* rows, cudaStream_t s);
 
 // attention: one problem of softmax(q k^T * scale [softcap] + mask) v. q/k/v strides are (b, h, l);
 // the last dim is contiguous. out is contiguous [B, Hq, Lq, Dv].

@@ -1,4 +1,5 @@
-// Embedding gather: one block per id, the row converted to the output type.
+// Embedding gather: one block per id, the row converted to the output type; scatter_rows, its
+// inverse: one block per id, out-of-range ids skipped.
 #pragma once
 #include "tern/backend/cuda/kernels/common.cuh"
 
@@ -30,6 +31,14 @@ __global__ void write_positions_kernel(E* __restrict__ dst, int64_t H, int64_t N
   E* d = dst + b * ds0 + h * ds1 + p * ds2;
   const E* s = src + b * ss0 + h * ss1;
   for (int64_t j = threadIdx.x; j < D; j += blockDim.x) d[j * ds3] = s[j * ss3];
+template <typename T, typename I>
+__global__ void scatter_rows_kernel(T* __restrict__ table, int64_t V, int64_t D, const I* __restrict__ ids,
+                                    const T* __restrict__ rows) {
+  const int64_t id = static_cast<int64_t>(ids[blockIdx.x]);
+  if (id < 0 || id >= V) return;
+  const T* src = rows + blockIdx.x * D;
+  T* dst = table + id * D;
+  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) dst[j] = src[j];
 }
 
 }  // namespace tern::cuda::kernels
