@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "tern/ops/device.h"
@@ -55,13 +56,34 @@ double nmse(const Tensor& ref, const Tensor& got) {
   return den > 0 ? num / den : num;
 }
 
+// Every valid codec of rows of `dim` values (affine groups must divide dim).
 std::vector<KVRowCodec> all_codecs(int64_t dim) {
   std::vector<KVRowCodec> c;
   for (int bits : {8, 4})
-    for (int64_t g : {32, 64, 128}) c.push_back({KVRowCodec::affine, bits, g, dim});
+    for (int64_t g : {32, 64, 128})
+      if (dim % g == 0) c.push_back({KVRowCodec::affine, bits, g, dim});
   c.push_back({KVRowCodec::turbo_key, 8, 32, dim});
   for (int bits : {2, 3, 4, 8}) c.push_back({KVRowCodec::turbo_value, bits, 32, dim});
   return c;
+}
+
+// Differing bytes of two row sets [.., row_bytes]; the first one is described (row, byte, field of
+// the codec layout [codes][f16 per group][f16 per group], both values) so a failure says where.
+size_t count_row_mismatches(const std::vector<uint8_t>& want, const std::vector<uint8_t>& got, const KVRowCodec& c,
+                            std::string& first) {
+  const int64_t rb = c.row_bytes(), groups = c.dim / c.group;
+  const int64_t codes = rb - (c.kind == KVRowCodec::turbo_value ? 2 : 4) * groups;
+  size_t bad = 0;
+  for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
+    if (want[i] == got[i]) continue;
+    if (bad++ == 0) {
+      const int64_t row = static_cast<int64_t>(i) / rb, byte = static_cast<int64_t>(i) % rb;
+      const char* field = byte < codes ? "code" : byte < codes + 2 * groups ? "first f16 (scale)" : "second f16 (bias/zero)";
+      first = "row " + std::to_string(row) + " byte " + std::to_string(byte) + " (" + field + "): cpu " +
+              std::to_string(want[i]) + " gpu " + std::to_string(got[i]);
+    }
+  }
+  return bad;
 }
 
 TEST_F(CudaKVQuant, EncodeBitsIdenticalToCpu) {
@@ -83,15 +105,27 @@ TEST_F(CudaKVQuant, EncodeBitsIdenticalToCpu) {
         ops::kv_encode(xg, c, gpu_rows);
         const std::vector<uint8_t> want = bytes_of(cpu_rows), got = bytes_of(gpu_rows);
         ASSERT_EQ(want.size(), got.size());
-        size_t bad = 0;
-        for (size_t i = 0; i < want.size(); ++i) bad += want[i] != got[i];
+        std::string first;
+        const size_t bad = count_row_mismatches(want, got, c, first);
         EXPECT_EQ(bad, 0u) << "kind " << c.kind << " bits " << c.bits << " group " << c.group << " D " << D << " "
-                           << dtype_name(dt);
-        // A strided (transposed-back) input encodes the same bits.
+                           << dtype_name(dt) << "; first: " << first << "; decoded NMSE "
+                           << nmse(ops::kv_decode(cpu_rows, c, Dtype::f32), ops::kv_decode(gpu_rows.to(Device::cpu()), c, Dtype::f32));
+        // A strided (transposed-back) input, and a view of a longer buffer (a plain cache's keys), encode
+        // the same bits.
         Tensor strided = xg.transpose(1, 2).contiguous().transpose(1, 2);
         Tensor rows2 = Tensor::empty({L, B, H, c.row_bytes()}, Dtype::u8, kGpu);
         ops::kv_encode(strided, c, rows2);
-        EXPECT_EQ(bytes_of(rows2), want) << "strided input, kind " << c.kind;
+        const size_t bad2 = count_row_mismatches(want, bytes_of(rows2), c, first);
+        EXPECT_EQ(bad2, 0u) << "strided input, kind " << c.kind << " bits " << c.bits << " group " << c.group << " D "
+                            << D << " " << dtype_name(dt) << "; first: " << first;
+        Tensor longer = Tensor::zeros({B, H, L + 5, D}, xg.dtype(), kGpu);
+        Tensor view = longer.slice(2, 0, L);
+        view.copy_from(xg);
+        Tensor rows3 = Tensor::empty({L, B, H, c.row_bytes()}, Dtype::u8, kGpu);
+        ops::kv_encode(view, c, rows3);
+        const size_t bad3 = count_row_mismatches(want, bytes_of(rows3), c, first);
+        EXPECT_EQ(bad3, 0u) << "sliced input, kind " << c.kind << " bits " << c.bits << " group " << c.group << " D "
+                            << D << " " << dtype_name(dt) << "; first: " << first;
       }
     }
   }
@@ -181,6 +215,27 @@ void expect_cache_parity(const KVCacheOptions& options, bool deferred, int64_t D
     EXPECT_EQ(cpu->offset(), gpu->offset());
     EXPECT_EQ(cpu->signature(), gpu->signature());
   }
+}
+
+// The storage alone: a strided bf16 store (a plain cache's view, as the bf16-first transition hands it
+// over) dequantizes to exactly what the CPU storage holds, which isolates the store from the reads.
+TEST_F(CudaKVQuant, StoreMatchesCpuStorage) {
+  const int64_t B = 2, Hkv = 2, P = 300;
+  for (int64_t D : {64, 128})
+    for (int kind = 0; kind < 2; ++kind) {
+      std::unique_ptr<QuantizedKVCache> cpu, gpu;
+      if (kind == 0) cpu = std::make_unique<AffineKVCache>(8, 64), gpu = std::make_unique<AffineKVCache>(8, 64);
+      else cpu = std::make_unique<TurboQuantKVCache>(8, 3, false), gpu = std::make_unique<TurboQuantKVCache>(8, 3, false);
+      Tensor k = ops::cast(randn({B, Hkv, P, D}, 70 + kind), Dtype::bf16), v = ops::cast(randn({B, Hkv, P, D}, 80 + kind), Dtype::bf16);
+      Tensor kb = Tensor::zeros({B, Hkv, P + 16, D}, Dtype::bf16, kGpu), vb = Tensor::zeros({B, Hkv, P + 16, D}, Dtype::bf16, kGpu);
+      Tensor kv = kb.slice(2, 0, P), vv = vb.slice(2, 0, P);
+      kv.copy_from(k.to(kGpu));
+      vv.copy_from(v.to(kGpu));
+      cpu->store(ops::cast(k, Dtype::f32), ops::cast(v, Dtype::f32));
+      gpu->store(kv, vv);
+      EXPECT_LE(nmse(cpu->dequantized_keys(), gpu->dequantized_keys()), 1e-12) << cpu->kind_name() << " keys D " << D;
+      EXPECT_LE(nmse(cpu->dequantized_values(), gpu->dequantized_values()), 1e-12) << cpu->kind_name() << " values D " << D;
+    }
 }
 
 TEST_F(CudaKVQuant, WholeCacheMatchesCpu) {
