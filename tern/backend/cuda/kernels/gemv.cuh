@@ -6,8 +6,8 @@
 
 namespace tern::cuda::kernels {
 
-constexpr int kGemvWarps = 8;
-constexpr int kGemvRowsPerWarp = 2;
+constexpr int kGemvWarps = 4;
+constexpr int kGemvRowsPerWarp = 1;
 
 __device__ __forceinline__ void bf16x8_to_f32(const uint4& v, float* f) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
