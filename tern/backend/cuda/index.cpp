@@ -47,6 +47,8 @@ void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions) {
   }
   launch_write_positions(dtype_size(dst.dtype()), dst.data_ptr(), dshape, dstride, src.data_ptr(), sstride,
                          positions.data<int32_t>(), stream());
+}
+
 void scatter_rows(Tensor& table, const Tensor& ids, const Tensor& rows) {
   check_cuda(table, "scatter_rows");
   check_cuda(ids, "scatter_rows");

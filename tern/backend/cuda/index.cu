@@ -40,6 +40,9 @@ void launch_write_positions(size_t elem, void* dst, const int64_t* dshape, const
     case 4: go(uint32_t{}); break;
     default: go(uint64_t{}); break;
   }
+  TERN_CUDA_CHECK_LAUNCH();
+}
+
 void launch_scatter_rows(Dtype dt, void* table, int64_t V, int64_t D, Dtype id_dt, const void* ids, int64_t n_ids,
                          const void* rows, cudaStream_t s) {
   const int threads = D >= 1024 ? 256 : D >= 128 ? 128 : 32;

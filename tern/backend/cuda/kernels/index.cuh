@@ -31,6 +31,8 @@ __global__ void write_positions_kernel(E* __restrict__ dst, int64_t H, int64_t N
   E* d = dst + b * ds0 + h * ds1 + p * ds2;
   const E* s = src + b * ss0 + h * ss1;
   for (int64_t j = threadIdx.x; j < D; j += blockDim.x) d[j * ds3] = s[j * ss3];
+}
+
 template <typename T, typename I>
 __global__ void scatter_rows_kernel(T* __restrict__ table, int64_t V, int64_t D, const I* __restrict__ ids,
                                     const T* __restrict__ rows) {
