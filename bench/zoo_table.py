@@ -2,10 +2,11 @@
 # Hugging Face transformers (hf.json from zoo_baseline.py) on the same dimensions with random weights;
 # the batch-1 decode ceiling from the bytes of the active weights over the copy bandwidth; and the
 # KV accounting at 32k context (tern info beside the bytes in transformers' own cache).
-# usage: python3 zoo_table.py OUT_ROOT ARCH...
+# usage: python3 zoo_table.py OUT_ROOT [ARCH...]   (default: every ARCH with a directory under OUT_ROOT)
 import json, os, sys
 
-root, archs = sys.argv[1], sys.argv[2:]
+root = sys.argv[1]
+archs = sys.argv[2:] or [a for a in ("qwen3_moe_30b_a3b", "qwen3_5_9b", "gemma4_e4b") if os.path.isdir(f"{root}/{a}")]
 
 
 def load(path, default):
@@ -47,8 +48,8 @@ for arch in archs:
         peer = hf.get(hf_key)
         r = rows.get(kind, {})
         ours = r.get(field)
-        err = r.get("error") or (hf.get(hf_key.rsplit("_tok_s", 1)[0] + "_error") if peer is None else None)
-        ratio = f"{ours / peer:.2f}x" if ours and peer else ("error" if err else "—")
+        err = r.get("error") or (hf.get(kind + "_error") if peer is None else None)
+        ratio = f"{ours / peer:.2f}x" if ours and peer else ("error (below)" if err else "—")
         extra = " (compiled)" if r.get("compiled_decode") else ""
         print(f"| {label} | {num(peer, digits)} | {num(ours, digits)}{extra} | {ratio} |")
 
