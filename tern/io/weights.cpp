@@ -1,4 +1,4 @@
-// WeightStore: single-file and sharded (index.json) checkpoints.
+// WeightStore: single-file and sharded (index.json) checkpoints, and random weights without one.
 #include "tern/io/weights.h"
 
 #include <filesystem>
@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "tern/base/log.h"
 #include "tern/io/json_util.h"
 
 namespace tern::io {
@@ -62,8 +63,15 @@ WeightStore WeightStore::open(const std::string& model_dir) {
     return ws;
   }
 
-  TERN_CHECK(fs::exists(single_path, ec), "[weights] {}: expected {} or {}, got neither", model_dir, kSingleName,
-             kIndexName);
+  const std::string random_path = (dir / kRandomWeightsName).string();
+  if (!fs::exists(single_path, ec) && fs::exists(random_path, ec)) {
+    ws.random_ = RandomWeights::open(random_path);
+    for (const auto& e : ws.random_->tensors()) ws.where_[e.name] = Location{};
+    log_info("[weights] {}: random weights (no checkpoint): {} tensors", model_dir, ws.where_.size());
+    return ws;
+  }
+  TERN_CHECK(fs::exists(single_path, ec), "[weights] {}: expected {} or {} (or {}), got none", model_dir, kSingleName,
+             kIndexName, kRandomWeightsName);
   auto file = SafetensorsFile::open(single_path);
   for (const auto& e : file->tensors()) ws.where_[e.name] = Location{file};
   return ws;
@@ -75,25 +83,32 @@ const WeightStore::Location& WeightStore::locate(const std::string& name) const 
   auto it = where_.find(name);
   TERN_CHECK(it != where_.end(), "[weights] {}: missing tensor '{}'", dir_, name);
   const Location& loc = it->second;
+  if (!loc.file) return loc;
   TERN_CHECK(loc.file->has(name), "[weights] {}: missing tensor '{}' listed in {}", loc.file->path(), name,
              kIndexName);
   return loc;
 }
 
 const SafetensorsEntry& WeightStore::entry(const std::string& name) const {
-  return locate(name).file->entry(name);
+  const Location& loc = locate(name);
+  return loc.file ? loc.file->entry(name) : random_->entry(name);
 }
 
-const std::string& WeightStore::file_of(const std::string& name) const { return locate(name).file->path(); }
+const std::string& WeightStore::file_of(const std::string& name) const {
+  const Location& loc = locate(name);
+  return loc.file ? loc.file->path() : random_->path();
+}
 
-Tensor WeightStore::get(const std::string& name) const { return locate(name).file->get(name); }
+Tensor WeightStore::get(const std::string& name) const {
+  const Location& loc = locate(name);
+  return loc.file ? loc.file->get(name) : random_->get(name);
+}
 
 Tensor WeightStore::get(const std::string& name, const Shape& expected) const {
-  const Location& loc = locate(name);
-  const SafetensorsEntry& e = loc.file->entry(name);
-  TERN_CHECK(e.shape == expected, "[weights] {}: tensor '{}' expected shape {}, got {}", loc.file->path(), name,
+  const SafetensorsEntry& e = entry(name);
+  TERN_CHECK(e.shape == expected, "[weights] {}: tensor '{}' expected shape {}, got {}", file_of(name), name,
              shape_str(expected), shape_str(e.shape));
-  return loc.file->get(name);
+  return get(name);
 }
 
 std::vector<std::string> WeightStore::names() const {
@@ -105,6 +120,7 @@ std::vector<std::string> WeightStore::names() const {
 
 uint64_t WeightStore::total_bytes() const {
   uint64_t n = 0;
+  if (random_) return random_->total_bytes();
   for (const auto& [name, loc] : where_) {
     if (loc.file->has(name)) n += loc.file->entry(name).nbytes();
   }

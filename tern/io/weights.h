@@ -1,5 +1,5 @@
-// WeightStore: the tensors of a model directory, from model.safetensors or from the shards listed by
-// model.safetensors.index.json, looked up by Hugging Face name.
+// WeightStore: the tensors of a model directory, from model.safetensors, from the shards listed by
+// model.safetensors.index.json, or generated from random_weights.json, looked up by Hugging Face name.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "tern/io/random_weights.h"
 #include "tern/io/safetensors.h"
 
 namespace tern::io {
@@ -14,14 +15,16 @@ namespace tern::io {
 class WeightStore {
  public:
   // Opens model_dir: model.safetensors.index.json when present (every shard its weight_map names must
-  // exist and parse), else model.safetensors. A missing directory, no safetensors file, or a malformed
-  // index or file throws tern::Error naming the path.
+  // exist and parse), else model.safetensors, else random_weights.json (no checkpoint: every tensor is
+  // generated on get(), see RandomWeights; logged as one info line). A missing directory, none of the
+  // three, or a malformed index or file throws tern::Error naming the path.
   static WeightStore open(const std::string& model_dir);
 
   const std::string& dir() const { return dir_; }
   // True when name is listed (in the index for a sharded store, in the file otherwise).
   bool has(const std::string& name) const;
-  // A CPU view of name borrowing the mapping (see SafetensorsFile::get). Throws
+  // A CPU view of name borrowing the mapping (see SafetensorsFile::get); for random weights a fresh
+  // tensor. Throws
   // "[weights] <dir>: missing tensor 'name'" when unlisted, and "[weights] <shard>: missing tensor
   // 'name' listed in model.safetensors.index.json" when the index points at a shard without it.
   Tensor get(const std::string& name) const;
@@ -30,10 +33,12 @@ class WeightStore {
   Tensor get(const std::string& name, const Shape& expected) const;
   // The header entry of name (dtype, shape, byte range) without touching its bytes; throws like get.
   const SafetensorsEntry& entry(const std::string& name) const;
-  // The safetensors file that holds name; throws like get.
+  // The safetensors file that holds name (random_weights.json for random weights); throws like get.
   const std::string& file_of(const std::string& name) const;
   // Every listed tensor name, sorted.
   std::vector<std::string> names() const;
+  // True when the tensors come from random_weights.json rather than a checkpoint.
+  bool is_random() const { return random_ != nullptr; }
   // Sum of the byte sizes of every listed tensor.
   uint64_t total_bytes() const;
   // The first p in candidates such that p + probe is a listed tensor (e.g. "model." or
@@ -43,12 +48,13 @@ class WeightStore {
 
  private:
   struct Location {
-    std::shared_ptr<SafetensorsFile> file;
+    std::shared_ptr<SafetensorsFile> file;  // null for random weights
   };
   const Location& locate(const std::string& name) const;
 
   std::string dir_;
   std::map<std::string, Location> where_;  // tensor name -> the file that holds it
+  std::shared_ptr<RandomWeights> random_;  // set when the directory has no checkpoint
 };
 
 }  // namespace tern::io
