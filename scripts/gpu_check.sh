@@ -11,7 +11,7 @@
 # cpu and cuda, and `tern bench` beside Hugging Face (bench/hf_baseline.py, HF_QUICK=1) on a random
 # Qwen3 checkpoint of TERN_GPU_SIZE dimensions (default 0.6b) written in the same run.
 # TERN_GPU_TABLE="0.6b 8b" (with the CLI) runs bench/decode_table.sh per size instead of the quick peer run.
-# TERN_GPU_SKIP_OPS=1 skips the op tests and benchmark; TERN_GPU_SKIP_PEER=1 the checkpoint and HF part. With TERN_GPU_TOKENIZER=1 (and the CLI) `run`
+# TERN_GPU_TEST_FILTER narrows the CUDA tests (a gtest filter). TERN_GPU_SKIP_OPS=1 skips the op tests and benchmark; TERN_GPU_SKIP_PEER=1 the checkpoint and HF part. With TERN_GPU_TOKENIZER=1 (and the CLI) `run`
 # also runs bench/tokenizer.sh beside HF tokenizers (carry bench/data and tests/data/tokenizers/npm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -107,7 +107,7 @@ run() {
   set +e
   local test_rc=0 bench_rc=0
   if [[ ${TERN_GPU_SKIP_OPS:-0} != 1 ]]; then
-    "$dist/tern_backend_tests" --gtest_brief=1 2>&1 | tee "$out/tests.log"
+    "$dist/tern_backend_tests" --gtest_brief=1 --gtest_filter="${TERN_GPU_TEST_FILTER:-*}" 2>&1 | tee "$out/tests.log"
     test_rc=${PIPESTATUS[0]}
     "$dist/tern_cuda_bench" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.log"
     bench_rc=${PIPESTATUS[0]}
