@@ -19,6 +19,9 @@ GemmaMoe GemmaMoe::load(const WeightLoader& w, const GemmaMoeShape& shape) {
   GemmaMoe m;
   m.shape_ = shape;
   m.proj_ = Linear::load(w, "router.proj", H, E, false);
+  // An f32 router matrix (n_expert x hidden, small): a bf16 one would round the f32 router input on GPUs,
+  // where a product takes one input type.
+  if (m.proj_.weight.dtype() != Dtype::f32) m.proj_.weight = ops::cast(m.proj_.weight, Dtype::f32);
   Tensor scale = w.get("router.scale", {H});
   m.scale_ = scale.dtype() == Dtype::f32 ? scale : ops::cast(scale, Dtype::f32);
   Tensor pes = w.get("router.per_expert_scale", {E});

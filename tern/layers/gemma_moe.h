@@ -28,7 +28,7 @@ class GemmaMoe {
 
  private:
   GemmaMoeShape shape_;
-  Linear proj_;            // [n_expert, hidden]
+  Linear proj_;            // [n_expert, hidden] f32
   Tensor scale_;           // [hidden] f32
   Tensor per_expert_scale_;  // [n_expert, 1] f32: a table the chosen expert ids gather from
   StackedExperts experts_;
