@@ -19,7 +19,11 @@ GemmaMoe GemmaMoe::load(const WeightLoader& w, const GemmaMoeShape& shape) {
   GemmaMoe m;
   m.shape_ = shape;
   m.proj_ = Linear::load(w, "router.proj", H, E, false);
-  m.scale_ = w.get("router.scale", {H});
+  // An f32 router matrix (n_expert x hidden, small): a bf16 one would round the f32 router input on GPUs,
+  // where a product takes one input type.
+  if (m.proj_.weight.dtype() != Dtype::f32) m.proj_.weight = ops::cast(m.proj_.weight, Dtype::f32);
+  Tensor scale = w.get("router.scale", {H});
+  m.scale_ = scale.dtype() == Dtype::f32 ? scale : ops::cast(scale, Dtype::f32);
   Tensor pes = w.get("router.per_expert_scale", {E});
   m.per_expert_scale_ = (pes.dtype() == Dtype::f32 ? pes : ops::cast(pes, Dtype::f32)).reshape({E, 1}).contiguous();
   // gate is the first half of gate_up, as chunk(2) splits it: the layout ops::moe_experts takes
@@ -28,7 +32,8 @@ GemmaMoe GemmaMoe::load(const WeightLoader& w, const GemmaMoeShape& shape) {
 }
 
 RouterChoice GemmaMoe::route(const Tensor& r) const {
-  Tensor h = ops::rms_norm(r, Tensor(), shape_.norm_eps);
+  // The router in f32 even for bf16 activations: bf16 logits would flip near-tied experts.
+  Tensor h = ops::rms_norm(r.dtype() == Dtype::f32 ? r : ops::cast(r, Dtype::f32), Tensor(), shape_.norm_eps);
   h = ops::scale(ops::mul(h, scale_), static_cast<float>(std::pow(static_cast<double>(shape_.hidden), -0.5)));
   RouterChoice c = route_top_k(proj_.forward(h), shape_.n_expert_used, true);
   Tensor scale = ops::embedding(per_expert_scale_, c.experts, Dtype::f32);  // [T, k, 1]

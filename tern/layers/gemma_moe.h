@@ -20,15 +20,16 @@ class GemmaMoe {
   // Loads prefix.router.{proj.weight [n_expert, hidden], scale [hidden], per_expert_scale [n_expert]} and
   // prefix.experts.{gate_up_proj [n_expert, 2*inter, hidden], down_proj [n_expert, hidden, inter]}.
   static GemmaMoe load(const WeightLoader& w, const GemmaMoeShape& shape);
-  // The router's choice for r [T, hidden]: weights [T, k] (renormalised, times per_expert_scale), experts [T, k].
+  // The router's choice for r [T, hidden]: weights [T, k] f32 (renormalised, times per_expert_scale), experts
+  // [T, k]; computed in f32 whatever r's dtype.
   RouterChoice route(const Tensor& r) const;
   // r [..., hidden] routes, x [..., hidden] (same shape) feeds the experts -> [..., hidden].
   Tensor forward(const Tensor& r, const Tensor& x) const;
 
  private:
   GemmaMoeShape shape_;
-  Linear proj_;            // [n_expert, hidden]
-  Tensor scale_;           // [hidden]
+  Linear proj_;            // [n_expert, hidden] f32
+  Tensor scale_;           // [hidden] f32
   Tensor per_expert_scale_;  // [n_expert, 1] f32: a table the chosen expert ids gather from
   StackedExperts experts_;
 };

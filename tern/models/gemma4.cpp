@@ -277,8 +277,9 @@ class Gemma4Model : public Model {
     }
     if (!all_logits && L > 1) x = x.slice(1, L - 1, L);
     Tensor logits = ops::linear(final_norm_.forward(x), lm_head_);
-    if (spec_.final_softcap > 0.0f) logits = ops::softcap(logits, spec_.final_softcap);
+    // The softcap on f32 logits: a bf16 model would round its result a second time.
     if (logits.dtype() != Dtype::f32) logits = ops::cast(logits, Dtype::f32);
+    if (spec_.final_softcap > 0.0f) logits = ops::softcap(logits, spec_.final_softcap);
     return logits.to(Device::cpu());
   }
 

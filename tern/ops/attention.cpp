@@ -2,12 +2,21 @@
 // backend dispatch.
 #include "tern/ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include "tern/ops/elementwise.h"
+#include "tern/ops/matmul.h"
 
 namespace tern::ops {
 namespace {
 
 bool is_float_dtype(Dtype d) { return d == Dtype::f32 || d == Dtype::bf16 || d == Dtype::f16; }
+
+// The widest q/k and v head the CUDA kernels take; wider heads go through sdpa_split_heads.
+constexpr int64_t kCudaMaxHeadDim = 256;
+
+Tensor f32_contiguous(const Tensor& t) { return (t.dtype() == Dtype::f32 ? t : cast(t, Dtype::f32)).contiguous(); }
 
 void check_mask(const AttentionMask& mask, const Shape& scores, Device dev) {
   TERN_CHECK(mask.window >= 0, "[sdpa] expected window >= 0, got {}", mask.window);
@@ -57,12 +66,50 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, float scale, cons
   TERN_CHECK(softcap >= 0.0f && std::isfinite(softcap), "[sdpa] expected softcap >= 0, got {}", softcap);
   check_mask(mask, {b, hq, lq, lk}, q.device());
 
+  if (!q.device().is_cpu() && (d > kCudaMaxHeadDim || dv > kCudaMaxHeadDim)) {
+    return sdpa_split_heads(q, k, v, scale, mask, softcap, kCudaMaxHeadDim);
+  }
   Tensor out = Tensor::empty({b, hq, lq, dv}, q.dtype(), q.device());
   if (out.numel() == 0) return out;
   if (q.device().is_cpu()) {
     cpu::sdpa(q, k, v, scale, mask, softcap, out);
   } else {
     cuda::sdpa(q, k, v, scale, mask, softcap, out);
+  }
+  return out;
+}
+
+Tensor sdpa_split_heads(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const AttentionMask& mask,
+                        float softcap, int64_t max_dim) {
+  TERN_CHECK(max_dim > 0, "[sdpa] expected a head-dim limit > 0, got {}", max_dim);
+  TERN_CHECK(q.defined() && k.defined() && v.defined() && q.rank() == 4 && k.rank() == 4 && v.rank() == 4,
+             "[sdpa] expected q, k, v of rank 4, got {}, {}, {}", shape_str(q.shape()), shape_str(k.shape()),
+             shape_str(v.shape()));
+  const int64_t B = q.size(0), Hq = q.size(1), Lq = q.size(2), D = q.size(3);
+  const int64_t Hkv = k.size(1), Lk = k.size(2), Dv = v.size(3);
+  TERN_CHECK(k.size(3) == D && Hkv > 0 && Hq % Hkv == 0,
+             "[sdpa] expected k [B, Hkv, Lk, {}] with Hq % Hkv == 0, got {} for q {}", D, shape_str(k.shape()),
+             shape_str(q.shape()));
+  AttentionMask m = mask;
+  Tensor qs = q, ks = k;
+  if (D > max_dim) {
+    TERN_CHECK(softcap == 0.0f, "[sdpa] expected no softcap with head dim {} > {}, got softcap {}", D, max_dim,
+               softcap);
+    // The scores of dims [max_dim, D) in f32: query rows of one kv head side by side. [B, Hkv, G * Lq, Lk]
+    Tensor qr = f32_contiguous(q.slice(3, max_dim, D)).view({B, Hkv, (Hq / Hkv) * Lq, D - max_dim});
+    Tensor kr = f32_contiguous(k.slice(3, max_dim, D));
+    Tensor bias = affine(matmul(qr, kr, false, true).view({B, Hq, Lq, Lk}), scale);
+    if (mask.bias.defined()) bias = add(bias, f32_contiguous(mask.bias).to(bias.device()));
+    m.bias = bias;
+    qs = q.slice(3, 0, max_dim);
+    ks = k.slice(3, 0, max_dim);
+  }
+  if (Dv <= max_dim) return sdpa(qs, ks, v, scale, m, softcap);
+  Tensor out = Tensor::empty({B, Hq, Lq, Dv}, q.dtype(), q.device());
+  for (int64_t c0 = 0; c0 < Dv; c0 += max_dim) {
+    const int64_t c1 = std::min(Dv, c0 + max_dim);
+    Tensor part = out.slice(3, c0, c1);
+    part.copy_from(sdpa(qs, ks, v.slice(3, c0, c1), scale, m, softcap));
   }
   return out;
 }

@@ -24,6 +24,15 @@ struct AttentionMask {
 Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const AttentionMask& mask,
             float softcap = 0.0f);
 
+// sdpa through calls of head dims <= max_dim, for backends with a head-dim limit (the CUDA kernels
+// take <= 256; sdpa routes wider heads, e.g. Gemma 4's 512, here): the scores of q/k dims past max_dim
+// are one f32 matmul handed to the kernel as an additive bias (masks stay the kernel's), and values
+// wider than max_dim are attended in slices (softmax weights do not depend on v). Same contract as
+// sdpa; throws "[sdpa] expected ..." for softcap > 0 with q/k dims past max_dim (the cap needs the
+// whole score).
+Tensor sdpa_split_heads(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const AttentionMask& mask,
+                        float softcap, int64_t max_dim);
+
 }  // namespace tern::ops
 
 namespace tern::cpu {

@@ -4,8 +4,10 @@
 // the first step below that margin). On these tiny random-weight fixtures bf16 rounding alone sits at
 // the NMSE bound: transformers' own bf16 logits are 5.6e-5 .. 1.6e-4 from its f32 ones
 // (hf_bf16_noise.json beside each fixture, measured by bench/hf_bf16_noise.py), so a prompt's bound
-// is max(1e-4, 2 x that peer figure). Where a fixture has no such file yet (qwen3_5) the peer figures
-// (NMSE and mean KL) are the CPU path's own bf16 run against its f32 one. Skips cleanly without a GPU.
+// is max(1e-4, 2 x that peer figure). Where a fixture has no such file yet (qwen3_5, gemma4, the MoE
+// hybrids) the peer figures (NMSE and mean KL) are the CPU path's own bf16 run against its f32 one.
+// Sliding-window models (gemma4: window 16) are also decoded token by token past many ring wraps.
+// Skips cleanly without a GPU.
 // TERN_TEST_DATA in the environment overrides the compiled-in data folder (the GPU machine holds the tree
 // at another path).
 #include <gtest/gtest.h>
@@ -31,12 +33,16 @@ std::string data_dir(const std::string& name) {
   return std::string(env && *env ? env : TERN_TEST_DATA) + "/models/" + name;
 }
 
-// The model folder of a parameter: a fixture, or "qwen3_5_text" -- the qwen3_5 fixture's text model as a
-// text-only checkpoint (config.json its text_config, model_type qwen3_5_text; the same weights) written
-// under the test's temporary folder.
+// The model folder of a parameter: a fixture, or "<fixture>_text" ("qwen3_5_text", "gemma4_text") -- a
+// multimodal fixture's text model as a text-only checkpoint (config.json its text_config, model_type
+// <fixture>_text; the same weights) written under the test's temporary folder.
 std::string model_dir(const std::string& name) {
-  if (name != "qwen3_5_text") return data_dir(name);
-  const std::string src = data_dir("qwen3_5"), dir = ::testing::TempDir() + "/tern_cuda_qwen3_5_text";
+  const std::string suffix = "_text";
+  if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return data_dir(name);
+  }
+  const std::string src = data_dir(name.substr(0, name.size() - suffix.size()));
+  const std::string dir = ::testing::TempDir() + "/tern_cuda_" + name;
   std::filesystem::create_directories(dir);
   for (const char* f : {"model.safetensors", "reference.json"}) {
     std::filesystem::copy_file(src + "/" + f, dir + "/" + f, std::filesystem::copy_options::overwrite_existing);
@@ -174,13 +180,49 @@ TEST_P(CudaModelParity, GreedyDecodeThroughCudaCaches) {
   EXPECT_GT(compared, 0) << GetParam() << ": every prompt's first step is a near-tie";
 }
 
+// Teacher-forced decode on the GPU and the CPU: the longest prompt as a 5-token window, then one token per
+// step (on gemma4 the sliding layers' rings wrap every 16 positions: the wrapped temporal read, its
+// window mask, and the KV-sharing layers reading their donor's ring), every step's logits against the
+// CPU's within that prompt's bounds -- no greedy near-tie can end the comparison early.
+TEST_P(CudaModelParity, TeacherForcedDecodeSteps) {
+  std::vector<int32_t> ids;
+  size_t longest = 0;
+  for (size_t p = 0; p < meta_["prompts"].size(); ++p) {
+    if (meta_["prompts"][p].size() > ids.size()) {
+      ids = meta_["prompts"][p].get<std::vector<int32_t>>();
+      longest = p;
+    }
+  }
+  const auto L = static_cast<int64_t>(ids.size());
+  ASSERT_GT(L, 40) << GetParam() << ": expected a prompt longer than two ring windows";
+  const int64_t V = cpu_->vocab_size();
+  CacheList cc = cpu_->make_caches(), gc = gpu_->make_caches();
+  std::vector<float> want, got;
+  for (int64_t t0 = 0, n = 0; t0 < L; t0 += n) {
+    n = t0 == 0 ? 5 : 1;
+    std::vector<int32_t> part(ids.begin() + t0, ids.begin() + t0 + n);
+    std::vector<float> w = cpu_->forward(ids_tensor(part), cc, false).to_f32_vector();
+    std::vector<float> g = gpu_->forward(ids_tensor(part), gc, false).to_f32_vector();
+    ASSERT_EQ(w.size(), static_cast<size_t>(V));
+    ASSERT_EQ(g.size(), static_cast<size_t>(V));
+    want.insert(want.end(), w.begin(), w.end());
+    got.insert(got.end(), g.begin(), g.end());
+  }
+  const auto steps = static_cast<int64_t>(want.size()) / V;
+  LogitDiff d = logit_diff(Tensor::from_vector(want, {steps, V}), Tensor::from_vector(got, {steps, V}), V);
+  EXPECT_LE(d.nmse, nmse_bound(longest)) << GetParam() << " over " << steps << " steps";
+  EXPECT_LE(d.mean_kl, kl_bound(longest)) << GetParam() << " over " << steps << " steps";
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, CudaModelParity,
-                         ::testing::Values("qwen3", "qwen3_tied", "llama", "qwen3_moe", "qwen3_5", "qwen3_5_text"),
+                         ::testing::Values("qwen3", "qwen3_tied", "llama", "qwen3_moe", "qwen3_5", "qwen3_5_text",
+                                           "qwen3_5_moe", "gemma4", "gemma4_text", "gemma4_moe"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 // Chunked prefill on the GPU: the longest prompt scored in uneven chunks through one set of caches (the
-// recurrent state and conv history carried between chunks) equals one forward over it, within that
-// prompt's bf16 bound (chunking moves where bf16 rounding happens, so it may cost as much as rounding).
+// recurrent state and conv history carried between chunks; on gemma4 a 17-token first chunk overfills the
+// 16-slot rings, later windows read them wrapped) equals one forward over it, within that prompt's bf16
+// bound (chunking moves where bf16 rounding happens, so it may cost as much as rounding).
 using CudaChunkedPrefill = CudaModelParity;
 
 TEST_P(CudaChunkedPrefill, ChunksEqualOneForward) {
@@ -213,7 +255,9 @@ TEST_P(CudaChunkedPrefill, ChunksEqualOneForward) {
   EXPECT_LE(num / den, nmse_bound(longest)) << GetParam();
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, CudaChunkedPrefill, ::testing::Values("qwen3_5", "qwen3_5_text"),
+INSTANTIATE_TEST_SUITE_P(Models, CudaChunkedPrefill,
+                         ::testing::Values("qwen3_5", "qwen3_5_text", "qwen3_5_moe", "gemma4", "gemma4_text",
+                                           "gemma4_moe"),
                          [](const ::testing::TestParamInfo<std::string>& info) { return info.param; });
 
 }  // namespace

@@ -375,6 +375,21 @@ TEST_F(CudaOps, SdpaDecodeSplitK) {
   }
 }
 
+// Heads wider than the kernels' 256 (Gemma 4's full layers: 512) go through ops::sdpa_split_heads: the
+// dims past 256 as an f32 score bias, values in 256-wide slices.
+TEST_F(CudaOps, SdpaWideHeads) {
+  const AttnCase cases[] = {
+      {1, 4, 2, 33, 33, 512, true, 0, 0, false, false, 0.0f},
+      {1, 4, 2, 1, 40, 512, true, 39, 0, false, false, 0.0f},
+      {2, 8, 2, 5, 60, 512, true, 55, 16, true, false, 0.0f},
+      {1, 2, 2, 9, 9, 320, false, 0, 0, false, true, 0.0f},
+  };
+  uint32_t seed = 500;
+  for (Dtype dt : kFloat) {
+    for (const auto& c : cases) check_sdpa(c, dt, seed += 10);
+  }
+}
+
 TEST_F(CudaOps, NoCudaMallocInSteadyState) {
   Tensor x = randn({8, 512}, Dtype::bf16, 400).to(kGpu), w = randn({1024, 512}, Dtype::bf16, 401).to(kGpu);
   auto step = [&] {

@@ -11,6 +11,7 @@
 #include <random>
 
 #include "tern/io/weights.h"
+#include "tern/ops/elementwise.h"
 
 namespace tern {
 namespace {
@@ -91,6 +92,37 @@ TEST(GemmaMoe, MatchesPerTokenLoop) {
     }
   }
   EXPECT_LE(max_diff, 1e-5f);
+}
+
+// bf16 activations (a bf16 model) still route in f32: the same choice and weights as the f32 model on the
+// same (bf16-exact) values, where bf16 router logits would move the weights by ~1e-3 and flip near ties.
+TEST(GemmaMoe, Bf16ActivationsRouteInF32) {
+  const int64_t H = 64, E = 8, K = 2, I = 4, T = 40;
+  const std::string dir = ::testing::TempDir() + "/tern_gemma_moe_bf16";
+  std::filesystem::create_directories(dir);
+  auto bf16_tensor = [](const std::vector<float>& v, const Shape& shape) {
+    return ops::cast(Tensor::from_vector(v, shape), Dtype::bf16);
+  };
+  io::save_safetensors(dir + "/model.safetensors",
+                       {{"router.proj.weight", bf16_tensor(random_values(E * H, 11, 1.0f), {E, H})},
+                        {"router.scale", bf16_tensor(random_values(H, 12, 0.3f, 1.0f), {H})},
+                        {"router.per_expert_scale", bf16_tensor(random_values(E, 13, 0.3f, 1.0f), {E})},
+                        {"experts.gate_up_proj", bf16_tensor(random_values(E * 2 * I * H, 14, 0.3f), {E, 2 * I, H})},
+                        {"experts.down_proj", bf16_tensor(random_values(E * H * I, 15, 0.3f), {E, H, I})}});
+  io::WeightStore store = io::WeightStore::open(dir);
+  const GemmaMoeShape shape{.hidden = H, .n_expert = E, .n_expert_used = K, .expert_inter = I};
+  GemmaMoe f32 = GemmaMoe::load(WeightLoader(store, "", Device::cpu(), Dtype::f32), shape);
+  GemmaMoe b16 = GemmaMoe::load(WeightLoader(store, "", Device::cpu(), Dtype::bf16), shape);
+  Tensor r = bf16_tensor(random_values(T * H, 16, 2.0f), {T, H});
+  RouterChoice want = f32.route(ops::cast(r, Dtype::f32)), got = b16.route(r);
+  ASSERT_EQ(got.weights.dtype(), Dtype::f32);
+  const std::vector<float> ww = want.weights.to_f32_vector(), gw = got.weights.to_f32_vector();
+  const std::vector<float> we = want.experts.to_f32_vector(), ge = got.experts.to_f32_vector();
+  ASSERT_EQ(ww.size(), gw.size());
+  for (size_t i = 0; i < ww.size(); ++i) {
+    EXPECT_EQ(we[i], ge[i]) << i;
+    EXPECT_NEAR(ww[i], gw[i], 1e-5f) << i;
+  }
 }
 
 TEST(GemmaMoe, MismatchedInputsAreAClearError) {

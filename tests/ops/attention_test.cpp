@@ -154,6 +154,53 @@ TEST(SdpaTest, KvLenBiasAndSoftcap) {
   expect_sdpa(random_tensor({3, 4, 6, 24}, Dtype::f32, 27, 4.0f), k, v, 1.0f, mc, 2.0f);
 }
 
+// Heads wider than a backend's limit (CUDA: 256) run as calls of narrower heads: q/k dims past the limit
+// as an additive score bias, values in slices; the result is sdpa's, masks and a caller's bias included.
+TEST(SdpaTest, SplitHeadsEqualsWholeHeads) {
+  struct Case {
+    int64_t b, hq, hkv, lq, lk, d, dv, max_dim;
+  };
+  uint32_t seed = 400;
+  for (Case c : {Case{1, 4, 2, 5, 9, 40, 40, 16}, Case{2, 6, 2, 1, 30, 24, 48, 16}, Case{1, 2, 1, 7, 7, 33, 8, 32},
+                 Case{2, 4, 4, 3, 12, 8, 20, 8}, Case{1, 8, 2, 4, 20, 512, 512, 256}}) {
+    Tensor q = random_tensor({c.b, c.hq, c.lq, c.d}, Dtype::f32, seed++);
+    Tensor k = random_tensor({c.b, c.hkv, c.lk, c.d}, Dtype::f32, seed++);
+    Tensor v = random_tensor({c.b, c.hkv, c.lk, c.dv}, Dtype::f32, seed++);
+    ops::AttentionMask causal, windowed, padded;
+    causal.q_offset = c.lk - c.lq;
+    windowed.q_offset = c.lk - c.lq;
+    windowed.window = 4;
+    padded.causal = false;
+    std::vector<int32_t> lens(static_cast<size_t>(c.b));
+    for (int64_t i = 0; i < c.b; ++i) lens[static_cast<size_t>(i)] = static_cast<int32_t>(c.lk - 5 * i);
+    padded.kv_len = Tensor::from_vector(lens, {c.b});
+    padded.bias = random_tensor({1, c.hq, c.lq, c.lk}, Dtype::f32, seed++);
+    for (const ops::AttentionMask* m : {&causal, &windowed, &padded}) {
+      SCOPED_TRACE(::testing::Message() << "d " << c.d << " dv " << c.dv << " limit " << c.max_dim << " window "
+                                        << m->window << " bias " << m->bias.defined());
+      Tensor out = ops::sdpa_split_heads(q, k, v, 0.3f, *m, 0.0f, c.max_dim);
+      ASSERT_EQ(out.shape(), (Shape{c.b, c.hq, c.lq, c.dv}));
+      const std::vector<double> want = reference(q, k, v, 0.3f, *m, 0.0f);
+      const std::vector<float> got = out.to_f32_vector();
+      int failures = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        if (!(std::fabs(got[i] - want[i]) <= 5e-5) && ++failures <= 5) {
+          ADD_FAILURE() << "element " << i << ": got " << got[i] << ", want " << want[i];
+        }
+      }
+    }
+  }
+  // A softcap needs the whole score: refused when q/k are split, fine when only values are.
+  Tensor q = random_tensor({1, 2, 3, 20}, Dtype::f32, 1), k = random_tensor({1, 2, 5, 20}, Dtype::f32, 2);
+  ops::AttentionMask m;
+  EXPECT_THROW(ops::sdpa_split_heads(q, k, k, 1.0f, m, 5.0f, 16), Error);
+  Tensor v = random_tensor({1, 2, 5, 40}, Dtype::f32, 3);
+  const std::vector<float> whole = ops::sdpa(q, k, v, 1.0f, m, 5.0f).to_f32_vector();
+  const std::vector<float> split = ops::sdpa_split_heads(q, k, v, 1.0f, m, 5.0f, 32).to_f32_vector();
+  ASSERT_EQ(whole.size(), split.size());
+  for (size_t i = 0; i < whole.size(); ++i) EXPECT_NEAR(whole[i], split[i], 1e-6) << i;
+}
+
 TEST(SdpaTest, DecodeSplitsKeys) {
   for (int64_t lk : {1, 200, 1000, 2048}) {
     Tensor q = random_tensor({1, 6, 1, 64}, Dtype::f32, 31);
