@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 
+#include "tern/base/log.h"
 #include "tern/ops/elementwise.h"
 #include "tern/ops/reduce.h"
 
@@ -104,18 +105,26 @@ void CompiledDecoder::step() {
   TERN_CHECK(offset_ < capacity_, "[compiled_decode] expected room for another position, got {} of {} reserved",
              offset_, capacity_);
   const int64_t span = span_for(offset_ + 1, capacity_);
+  auto it = graphs_.find(span);
+  if (capture_ && warm_ && it == graphs_.end()) {
+    step_.span = span;
+    Captured c;
+    try {
+      c.graph = capture_graph(*memory_, [&] { c.out = body(); });
+      it = graphs_.emplace(span, std::move(c)).first;
+    } catch (const Error& e) {
+      // Some layer synchronised with the host (e.g. a mixture of experts sorting a large batch on the
+      // host): nothing was queued, so the step runs eagerly, now and from here on.
+      log_warn("[compiled_decode] the decode step cannot be captured ({}); decoding eagerly", e.what());
+      capture_ = false;
+      graphs_.clear();
+    }
+  }
   if (!capture_ || !warm_) {
     step_.span = span;
     out_ = body();
     warm_ = true;
   } else {
-    auto it = graphs_.find(span);
-    if (it == graphs_.end()) {
-      step_.span = span;
-      Captured c;
-      c.graph = capture_graph(*memory_, [&] { c.out = body(); });
-      it = graphs_.emplace(span, std::move(c)).first;
-    }
     it->second.graph->replay();
     out_ = it->second.out;
   }

@@ -28,9 +28,6 @@ class DecoderBlock {
   };
   // in -> {stream + attention, feed-forward output}: the block's output is their sum.
   Residual forward(const Residual& in, KVCache& cache) const;
-  // True when a decode-sized forward queues device work only (no host sync), so it can be captured:
-  // the dense MLP; a mixture of experts routes through the host.
-  bool device_resident() const { return std::holds_alternative<GatedMlp>(ffn_); }
 
  private:
   RMSNorm input_norm_, post_attn_norm_;

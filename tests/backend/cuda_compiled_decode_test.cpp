@@ -51,24 +51,15 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return x.nbytes() == y.nbytes() && std::memcmp(x.data_ptr(), y.data_ptr(), x.nbytes()) == 0;
 }
 
-class CompiledDecode : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
-    cuda_init();
-    model_ = load_model(data_dir("qwen3"), LoadOptions{Device::cuda(0), Dtype::bf16});
-  }
-  std::unique_ptr<Model> model_;
-};
-
-TEST_F(CompiledDecode, ReplayIsBitIdenticalToTheEagerStepAcrossBuckets) {
-  const Model& m = *model_;
+// Decodes `steps` greedy tokens after a 250-token prompt (crossing the first span bucket, 256) through an
+// eager and a captured CompiledDecoder and (with plain_nmse > 0) the ordinary path, for batch 1 and 3.
+void check_replay_against_eager(const Model& m, int64_t steps, double plain_nmse) {
   ASSERT_TRUE(m.can_capture_decode());
   const int64_t V = m.vocab_size();
   for (int64_t B : {1, 3}) {
     // A 250-token prompt and 20 steps cross the first span bucket (256).
     Tensor prompt = random_ids(B, 250, V, 11 + static_cast<uint32_t>(B));
-    const int64_t steps = 20, max_positions = 250 + steps + 1;
+    const int64_t max_positions = 250 + steps + 1;
     CacheList eager_caches = m.make_caches(), graph_caches = m.make_caches(), plain_caches = m.make_caches();
     Tensor l0 = m.forward(prompt, eager_caches, false);
     m.forward(prompt, graph_caches, false);
@@ -85,7 +76,7 @@ TEST_F(CompiledDecode, ReplayIsBitIdenticalToTheEagerStepAcrossBuckets) {
       ASSERT_TRUE(bitwise_equal(eager.logits(), graph.logits())) << "B " << B << " step " << s;
       EXPECT_EQ(eager.greedy_ids(), graph.greedy_ids());
       EXPECT_EQ(eager.greedy_logprobs(), graph.greedy_logprobs());
-      EXPECT_LT(nmse(plain_logits.view({B, V}), graph.logits()), 1e-4) << "B " << B << " step " << s;
+      if (plain_nmse > 0) EXPECT_LT(nmse(plain_logits.view({B, V}), graph.logits()), plain_nmse) << "B " << B << " step " << s;
       // log p(argmax) from the device against the host's log_softmax of the same logits.
       Tensor lsm = ops::log_softmax(graph.logits().to(Device::cpu()), -1);
       std::vector<int32_t> next = graph.greedy_ids();
@@ -96,6 +87,25 @@ TEST_F(CompiledDecode, ReplayIsBitIdenticalToTheEagerStepAcrossBuckets) {
     EXPECT_EQ(graph.offset(), 250 + steps);
     EXPECT_GE(graph.graphs(), 2u) << "the steps crossed a span bucket";
   }
+}
+
+class CompiledDecode : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
+    cuda_init();
+    model_ = load_model(data_dir("qwen3"), LoadOptions{Device::cuda(0), Dtype::bf16});
+  }
+  std::unique_ptr<Model> model_;
+};
+
+TEST_F(CompiledDecode, ReplayIsBitIdenticalToTheEagerStepAcrossBuckets) { check_replay_against_eager(*model_, 20, 1e-4); }
+
+TEST_F(CompiledDecode, MixtureOfExpertsDecodeIsCapturedToo) {
+  std::unique_ptr<Model> moe = load_model(data_dir("qwen3_moe"), LoadOptions{Device::cuda(0), Dtype::bf16});
+  // Its ordinary path differs in bf16 rounding (a different attention span), which can flip a router
+  // choice: only the replay-vs-eager identity is asserted.
+  check_replay_against_eager(*moe, 12, 0.0);
 }
 
 TEST_F(CompiledDecode, NoCudaMallocOnceEveryBucketIsCaptured) {
