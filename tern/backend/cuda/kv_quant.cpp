@@ -3,6 +3,7 @@
 #include "tern/ops/kv_quant.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 
 #include "tern/backend/cuda/kv_quant_launch.h"
@@ -48,6 +49,8 @@ void kv_encode(const Tensor& x_in, const ops::KVRowCodec& codec, Tensor& rows) {
   check_cuda(x_in, "kv_encode");
   const Tensor x = last_dim_contiguous(x_in);
   const int64_t xs[3] = {x.stride(0), x.stride(1), x.stride(2)};
+  TERN_CHECK(reinterpret_cast<uintptr_t>(rows.data_ptr()) % 2 == 0,
+             "[kv_encode] expected rows at an even address (the f16 fields are stored 16 bits at a time)");
   launch_kv_encode(x.dtype(), x.data_ptr(), x.size(0), x.size(1), x.size(2), xs, rows.data<uint8_t>(), codec_args(codec),
                    turbo_tables(codec), stream());
 }
