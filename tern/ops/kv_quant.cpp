@@ -2,6 +2,9 @@
 // attention is the reference composition (decode, attend with sdpa, rotate the output rows back).
 #include "tern/ops/kv_quant.h"
 
+#include <algorithm>
+#include <vector>
+
 #include "tern/base/parallel.h"
 #include "tern/ops/affine_codec.h"
 #include "tern/ops/attention.h"
@@ -92,7 +95,7 @@ void rotate_rows(Tensor& x, bool inverse) {
 
 Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
                            const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
-                           float softcap) {
+                           float softcap, const Tensor& lengths) {
   TERN_CHECK(q.defined() && is_floating(q.dtype()) && q.rank() == 4 && q.size(2) == 1,
              "[kv-quant] expected a float q [B, Hq, 1, D], got {}", q.defined() ? shape_str(q.shape()) : "none");
   TERN_CHECK(key_codec.kind != KVRowCodec::turbo_value && value_codec.kind != KVRowCodec::turbo_key,
@@ -117,14 +120,34 @@ Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
                key_codec.dim, value_codec.dim, shape_str(k_new.shape()), shape_str(v_new.shape()));
   }
   TERN_CHECK(S + T > 0, "[kv-quant] expected at least one position to attend to, got none");
-  for (const Tensor* t : {&k_rows, &v_rows, &k_new, &v_new})
+  for (const Tensor* t : {&k_rows, &v_rows, &k_new, &v_new, &lengths})
     TERN_CHECK(!t->defined() || t->device() == q.device(), "[kv-quant] expected every input on {}, got {}",
                q.device().str(), t->device().str());
+  if (lengths.defined())
+    TERN_CHECK(lengths.dtype() == Dtype::i32 && lengths.rank() == 1 && lengths.size(0) == B,
+               "[kv-quant] expected lengths [{}] i32, got {} {}", B, shape_str(lengths.shape()),
+               dtype_name(lengths.dtype()));
   const bool rotated = value_codec.kind == KVRowCodec::turbo_value;
   if (q.device().is_cuda()) {
     Tensor out = Tensor::empty({B, Hq, 1, value_codec.dim}, q.dtype(), q.device());
-    cuda::kv_decode_attention(q, k_rows, key_codec, v_rows, value_codec, k_new, v_new, scale, softcap, out);
+    cuda::kv_decode_attention(q, k_rows, key_codec, v_rows, value_codec, k_new, v_new, scale, softcap,
+                              lengths.defined() ? lengths.contiguous() : lengths, out);
     return out;
+  }
+  if (lengths.defined()) {
+    // The reference per batch row: its first lengths[b] stored positions, then the new ones.
+    const Tensor len = lengths.contiguous();
+    std::vector<Tensor> outs;
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t n = std::clamp<int64_t>(len.data<int32_t>()[b], 0, S);
+      TERN_CHECK(n + T > 0, "[kv-quant] expected batch row {} to attend to at least one position, got none", b);
+      outs.push_back(kv_decode_attention(q.narrow(0, b, 1), k_rows.narrow(0, 0, n).narrow(1, b, 1).contiguous(), key_codec,
+                                         v_rows.narrow(0, 0, n).narrow(1, b, 1).contiguous(), value_codec,
+                                         k_new.defined() ? k_new.narrow(0, b, 1) : k_new,
+                                         v_new.defined() ? v_new.narrow(0, b, 1) : v_new,
+                                         scale, softcap));
+    }
+    return concat(outs, 0);
   }
   Tensor k = kv_decode(k_rows, key_codec, Dtype::f32), v = kv_decode(v_rows, value_codec, Dtype::f32, false);
   if (T > 0) {

@@ -33,9 +33,12 @@ Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool 
 // Hq % Hkv == 0 and S + T > 0. turbo_value storage is attended in the rotated domain (v_new rotated
 // in) and each output row rotated back once (attention is linear in V). softmax(q k^T * scale
 // [softcapped]) v with f32 accumulation -> [B, Hq, 1, Dv] in q's dtype.
+// lengths (optional, [B] i32 on q's device; a compiled decode step's): batch row b attends to its
+// first lengths[b] stored positions only (clamped to [0, S]), then the T new ones; the device reads
+// them without a host sync. Undefined: every row attends to all S.
 Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
                            const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
-                           float softcap = 0.0f);
+                           float softcap = 0.0f, const Tensor& lengths = Tensor());
 
 }  // namespace tern::ops
 
@@ -48,5 +51,5 @@ void kv_encode(const Tensor& x, const ops::KVRowCodec& codec, Tensor& rows);
 void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, Tensor& out);
 void kv_decode_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec,
                          const Tensor& v_rows, const ops::KVRowCodec& value_codec, const Tensor& k_new,
-                         const Tensor& v_new, float scale, float softcap, Tensor& out);
+                         const Tensor& v_new, float scale, float softcap, const Tensor& lengths, Tensor& out);
 }

@@ -41,19 +41,23 @@ class DecodedRead : public AttentionRead {
   std::function<void(float*)> finish_;
 };
 
-// A decode append on the device: the fused kernel over the packed prefix plus the appended position.
+// A decode append read by the fused kernel over the packed prefix plus the appended position (under a
+// compiled step, row b reads its first lengths[b] stored positions).
 class FusedDecodeRead : public AttentionRead {
  public:
-  FusedDecodeRead(Tensor k_rows, Tensor v_rows, ops::KVRowCodec kc, ops::KVRowCodec vc, Tensor k, Tensor v)
-      : k_rows_(std::move(k_rows)), v_rows_(std::move(v_rows)), kc_(kc), vc_(vc), k_(std::move(k)), v_(std::move(v)) {}
+  FusedDecodeRead(Tensor k_rows, Tensor v_rows, ops::KVRowCodec kc, ops::KVRowCodec vc, Tensor k, Tensor v,
+                  Tensor lengths = Tensor())
+      : k_rows_(std::move(k_rows)), v_rows_(std::move(v_rows)), kc_(kc), vc_(vc), k_(std::move(k)), v_(std::move(v)),
+        lengths_(std::move(lengths)) {}
   Tensor attend(const Tensor& q, float scale, float softcap) const override {
-    return ops::kv_decode_attention(q, k_rows_, kc_, v_rows_, vc_, k_, v_, scale, softcap);
+    return ops::kv_decode_attention(q, k_rows_, kc_, v_rows_, vc_, k_, v_, scale, softcap, lengths_);
   }
 
  private:
   Tensor k_rows_, v_rows_;
   ops::KVRowCodec kc_, vc_;
   Tensor k_, v_;
+  Tensor lengths_;
 };
 
 // Head dims the fused decode kernel takes (else the device read decodes the prefix and runs sdpa).
@@ -66,10 +70,12 @@ Tensor as_f32(const Tensor& x) { return (x.dtype() == Dtype::f32 ? x : ops::cast
 }  // namespace
 
 Tensor QuantizedKVCache::rope_positions(const Tensor& x, const ops::RopeTable& rope) const {
+  if (step_) return ops::rope(x, step_->positions.view({x.size(0), 1}), rope);
   return ops::rope(x, uniform_positions(offset_, x.size(2)).to(x.device()), rope);
 }
 
 int64_t QuantizedKVCache::trim(int64_t n) {
+  TERN_CHECK(!step_, "[kv-cache] expected no trim while a compiled decode step is attached");
   TERN_CHECK(n >= 0, "[kv-cache] expected a non-negative trim count, got {}", n);
   const int64_t t = std::min(n, offset_);
   offset_ -= t;
@@ -121,8 +127,10 @@ void QuantizedKVCache::store(const Tensor& k_in, const Tensor& v_in) {
   }
   Tensor k = as_f32(k_in), v = as_f32(v_in);
   const int64_t n = k.size(2), start = offset_;
-  keys_.resize(static_cast<size_t>((start + n) * rows_ * key_row_bytes_));
-  values_.resize(static_cast<size_t>((start + n) * rows_ * value_row_bytes_));
+  if (capacity() < start + n) {  // never shrinks a reservation
+    keys_.resize(static_cast<size_t>((start + n) * rows_ * key_row_bytes_));
+    values_.resize(static_cast<size_t>((start + n) * rows_ * value_row_bytes_));
+  }
   const float* kp = k.data<float>();
   const float* vp = v.data<float>();
   parallel_for(n * rows_, 8, [&](int64_t b, int64_t e) {
@@ -172,19 +180,22 @@ Tensor QuantizedKVCache::device_rows(bool keys) const {
   return (keys ? device_keys_ : device_values_).slice(0, 0, offset_);
 }
 
+void QuantizedKVCache::grow_device(int64_t need, const Device& device) {
+  if (on_device() && device_keys_.size(0) >= need) return;
+  // Capacity doubles (at least 256 positions); the prefix moves over, views held by reads stay valid.
+  const int64_t cap = std::max<int64_t>({need, on_device() ? 2 * device_keys_.size(0) : 0, 256});
+  for (bool keys : {true, false}) {
+    Tensor& dst = keys ? device_keys_ : device_values_;
+    Tensor grown =
+        Tensor::empty({cap, batch_, heads_, keys ? key_row_bytes_ : value_row_bytes_}, Dtype::u8, device);
+    if (offset_ > 0) grown.slice(0, 0, offset_).copy_from(dst.slice(0, 0, offset_));
+    dst = std::move(grown);
+  }
+}
+
 void QuantizedKVCache::store_on_device(const Tensor& k, const Tensor& v) {
   const int64_t n = k.size(2), need = offset_ + n;
-  if (!on_device() || device_keys_.size(0) < need) {
-    // Capacity doubles (at least 256 positions); the prefix moves over, views held by reads stay valid.
-    const int64_t cap = std::max<int64_t>({need, on_device() ? 2 * device_keys_.size(0) : 0, 256});
-    for (bool keys : {true, false}) {
-      Tensor& dst = keys ? device_keys_ : device_values_;
-      Tensor grown = Tensor::empty({cap, batch_, heads_, keys ? key_row_bytes_ : value_row_bytes_}, Dtype::u8,
-                                   k.device());
-      if (offset_ > 0) grown.slice(0, 0, offset_).copy_from(dst.slice(0, 0, offset_));
-      dst = std::move(grown);
-    }
-  }
+  grow_device(need, k.device());
   Tensor kd = device_keys_.slice(0, offset_, need), vd = device_values_.slice(0, offset_, need);
   ops::kv_encode(k, key_codec(), kd);
   ops::kv_encode(v, value_codec(), vd);
@@ -217,6 +228,11 @@ std::unique_ptr<AttentionRead> QuantizedKVCache::append(const Tensor& k_in, cons
   check_append(k_in, v_in);
   TERN_CHECK(phase == AppendPhase::window || k_in.size(2) == 1,
              "[kv-cache] expected one position for a decode append, got {}", k_in.size(2));
+  if (step_) {
+    TERN_CHECK(phase == AppendPhase::decode,
+               "[kv-cache] expected decode appends while a compiled decode step is attached, got a window");
+    return append_step(k_in, v_in);
+  }
   if (k_in.device().is_cuda()) {
     ensure_configured(k_in, v_in);
     return append_on_device(k_in, v_in, phase);
@@ -241,6 +257,84 @@ std::unique_ptr<AttentionRead> QuantizedKVCache::append(const Tensor& k_in, cons
   return std::make_unique<DecodedRead>(std::move(kr), std::move(vr), start, std::move(finish));
 }
 
+int64_t QuantizedKVCache::capacity() const {
+  if (rows_ == 0) return 0;
+  if (on_device()) return device_keys_.size(0);
+  return static_cast<int64_t>(keys_.size()) / (rows_ * key_row_bytes_);
+}
+
+bool QuantizedKVCache::supports_device_step() const {
+  return rows_ == 0 || !on_device() || fused_decode_supported(key_codec(), value_codec());
+}
+
+void QuantizedKVCache::reserve(int64_t positions) {
+  TERN_CHECK(rows_ > 0, "[kv-cache] expected an append before reserve() (it fixes the shapes)");
+  TERN_CHECK(!step_, "[kv-cache] expected reserve() before a compiled decode step is attached");
+  if (on_device()) {
+    grow_device(positions, device_keys_.device());
+  } else if (capacity() < positions) {
+    keys_.resize(static_cast<size_t>(positions * rows_ * key_row_bytes_));
+    values_.resize(static_cast<size_t>(positions * rows_ * value_row_bytes_));
+  }
+}
+
+void QuantizedKVCache::attach_step(const DeviceStep* step) {
+  TERN_CHECK(!step || supports_device_step(), "[kv-cache] storage {} does not support compiled decode (head dims {} / {})",
+             signature(), key_dim_, value_dim_);
+  const Device storage = on_device() ? device_keys_.device() : Device::cpu();
+  TERN_CHECK(!step || (rows_ > 0 && step->span >= 0 && step->span <= capacity() &&
+                       step->positions.device() == storage && step->positions.dtype() == Dtype::i32 &&
+                       step->positions.numel() == batch_),
+             "[kv-cache] expected a compiled step span within the reserved {} positions and positions [{}] i32 on {}, "
+             "got span {}",
+             capacity(), batch_, storage.str(), step ? step->span : 0);
+  step_ = step;
+}
+
+void QuantizedKVCache::advance(int64_t n) {
+  TERN_CHECK(n >= 0 && offset_ + n <= capacity(), "[kv-cache] expected to advance within {} positions, got {} + {}",
+             capacity(), offset_, n);
+  offset_ += n;
+}
+
+std::unique_ptr<AttentionRead> QuantizedKVCache::append_step(const Tensor& k, const Tensor& v) {
+  const DeviceStep& st = *step_;
+  const ops::KVRowCodec kc = key_codec(), vc = value_codec();
+  Tensor k_rows, v_rows;
+  if (on_device()) {
+    for (bool keys : {true, false}) {
+      const ops::KVRowCodec& c = keys ? kc : vc;
+      Tensor row = Tensor::empty({1, batch_, heads_, c.row_bytes()}, Dtype::u8, k.device());
+      ops::kv_encode(keys ? k : v, c, row);
+      // [capacity, B, Hkv, row bytes] seen as [B, Hkv, capacity, row bytes]: row b lands at positions[b].
+      Tensor dst = (keys ? device_keys_ : device_values_).permute({1, 2, 0, 3});
+      ops::write_positions(dst, row.permute({1, 2, 0, 3}), st.positions);
+    }
+    k_rows = device_keys_.slice(0, 0, st.span);
+    v_rows = device_values_.slice(0, 0, st.span);
+  } else {
+    const Tensor kf = as_f32(k), vf = as_f32(v), pos = st.positions.contiguous();
+    const int64_t cap = capacity();
+    for (int64_t b = 0; b < batch_; ++b) {
+      const int64_t p = pos.data<int32_t>()[b];
+      TERN_CHECK(p >= 0 && p < cap, "[kv-cache] expected a step position in [0, {}), got {}", cap, p);
+      for (int64_t h = 0; h < heads_; ++h) {
+        const int64_t row = b * heads_ + h, dst = p * rows_ + row;
+        encode_key(kf.data<float>() + row * key_dim_, keys_.data() + dst * key_row_bytes_);
+        encode_value(vf.data<float>() + row * value_dim_, values_.data() + dst * value_row_bytes_);
+      }
+    }
+    for (bool keys : {true, false}) {
+      const int64_t rb = keys ? key_row_bytes_ : value_row_bytes_;
+      Tensor rows = Tensor::empty({st.span, batch_, heads_, rb}, Dtype::u8);
+      std::memcpy(rows.data<uint8_t>(), (keys ? keys_ : values_).data(), static_cast<size_t>(rows.numel()));
+      (keys ? k_rows : v_rows) = rows;
+    }
+  }
+  // The stored positions row b reads are those before its own: positions[b] of them.
+  return std::make_unique<FusedDecodeRead>(k_rows, v_rows, kc, vc, k, v, st.positions);
+}
+
 void QuantizedKVCache::save(CacheWriter& out) const {
   out.put_string("kind", "quantized");
   out.put_string("signature", signature());
@@ -261,8 +355,10 @@ void QuantizedKVCache::save(CacheWriter& out) const {
     }
     return;
   }
-  out.put_bytes("keys", keys_);
-  out.put_bytes("values", values_);
+  // Only the stored prefix: the vectors may hold a reservation past it.
+  out.put_bytes("keys", std::vector<uint8_t>(keys_.begin(), keys_.begin() + offset_ * rows_ * key_row_bytes_));
+  out.put_bytes("values",
+                std::vector<uint8_t>(values_.begin(), values_.begin() + offset_ * rows_ * value_row_bytes_));
 }
 
 void QuantizedKVCache::load(CacheReader& in) {

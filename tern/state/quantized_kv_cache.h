@@ -23,6 +23,16 @@ class QuantizedKVCache : public KVCache {
   // Saves the packed rows as they are (never dequantized); load() checks signature() and row sizes.
   void save(CacheWriter& out) const override;
   void load(CacheReader& in) override;
+  // Compiled decode: a decode append under a step encodes each batch row's key/value at
+  // step.positions[b] and reads with the fused decode attention over the first step.span stored
+  // positions, row b attending to its first positions[b] of them plus the appended one (no host read
+  // of the positions on a device). On the device only head dims the fused kernel takes.
+  bool supports_device_step() const override;
+  void reserve(int64_t positions) override;
+  void attach_step(const DeviceStep* step) override;
+  void advance(int64_t n) override;
+  // Positions the storage holds without moving (>= offset()).
+  int64_t capacity() const;
 
   // Quantizes k [B, Hkv, L, D], v [B, Hkv, L, Dv] onto the end of the storage without reading them
   // (the bf16-first transition hands its unquantized prefix over through this).
@@ -63,13 +73,16 @@ class QuantizedKVCache : public KVCache {
   Tensor decode_prefix(bool keys, bool read_domain, int64_t extra) const;
   bool on_device() const { return device_keys_.defined(); }
   void store_on_device(const Tensor& k, const Tensor& v);
+  void grow_device(int64_t need, const Device& device);  // capacity >= need; the prefix moves over
+  std::unique_ptr<AttentionRead> append_step(const Tensor& k, const Tensor& v);
   std::unique_ptr<AttentionRead> append_on_device(const Tensor& k, const Tensor& v, AppendPhase phase);
   Tensor device_rows(bool keys) const;  // [offset, B, Hkv, row bytes] view of the device storage
 
   int64_t batch_ = 0, heads_ = 0, rows_ = 0;  // rows_ = batch_ * heads_
   int64_t key_row_bytes_ = 0, value_row_bytes_ = 0;
   int64_t offset_ = 0;
-  std::vector<uint8_t> keys_, values_;  // [position, B, Hkv, row bytes] on the CPU
+  const DeviceStep* step_ = nullptr;
+  std::vector<uint8_t> keys_, values_;  // [capacity, B, Hkv, row bytes] on the CPU (offset positions stored)
   Tensor device_keys_, device_values_;  // u8 [capacity, B, Hkv, row bytes] on a CUDA device
 };
 

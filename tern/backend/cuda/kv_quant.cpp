@@ -3,6 +3,7 @@
 #include "tern/ops/kv_quant.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cmath>
 
 #include "tern/backend/cuda/kv_quant_launch.h"
@@ -48,6 +49,8 @@ void kv_encode(const Tensor& x_in, const ops::KVRowCodec& codec, Tensor& rows) {
   check_cuda(x_in, "kv_encode");
   const Tensor x = last_dim_contiguous(x_in);
   const int64_t xs[3] = {x.stride(0), x.stride(1), x.stride(2)};
+  TERN_CHECK(reinterpret_cast<uintptr_t>(rows.data_ptr()) % 2 == 0,
+             "[kv_encode] expected rows at an even address (the f16 fields are stored 16 bits at a time)");
   launch_kv_encode(x.dtype(), x.data_ptr(), x.size(0), x.size(1), x.size(2), xs, rows.data<uint8_t>(), codec_args(codec),
                    turbo_tables(codec), stream());
 }
@@ -60,7 +63,7 @@ void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, 
 
 void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KVRowCodec& key_codec,
                          const Tensor& v_rows, const ops::KVRowCodec& value_codec, const Tensor& k_new_in,
-                         const Tensor& v_new_in, float scale, float softcap, Tensor& out) {
+                         const Tensor& v_new_in, float scale, float softcap, const Tensor& lengths, Tensor& out) {
   check_cuda(q_in, "kv_decode_attention");
   const int64_t D = key_codec.dim;
   TERN_CHECK(value_codec.dim == D && (D == 32 || D == 64 || D == 128 || D == 256 || D == 512),
@@ -83,6 +86,7 @@ void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KV
     p.kns[0] = k_new.stride(0), p.kns[1] = k_new.stride(1);
     p.vns[0] = v_new.stride(0), p.vns[1] = v_new.stride(1);
   }
+  if (lengths.defined()) p.lengths = lengths.data<int32_t>();
   p.out = out.data_ptr();
   p.B = q.size(0), p.Hq = q.size(1), p.Hkv = k_rows.size(2), p.S = k_rows.size(0);
   p.scale = scale;

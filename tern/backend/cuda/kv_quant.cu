@@ -45,6 +45,7 @@ void launch_attention(const KVAttnLaunch& p, const TurboTables& t, int n_splits,
   a.qs[0] = p.qs[0], a.qs[1] = p.qs[1];
   a.k_rows = p.k_rows, a.v_rows = p.v_rows;
   a.k_new = p.k_new, a.v_new = p.v_new;
+  a.lengths = p.lengths;
   for (int i = 0; i < 2; ++i) a.kns[i] = p.kns[i], a.vns[i] = p.vns[i];
   a.partial = workspace;
   a.B = p.B, a.Hq = p.Hq, a.Hkv = p.Hkv, a.S = p.S;

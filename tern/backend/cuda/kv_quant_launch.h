@@ -29,6 +29,7 @@ struct KVAttnLaunch {
   const void* k_new = nullptr;  // nullptr: no unquantized position
   const void* v_new = nullptr;
   int64_t kns[2] = {}, vns[2] = {};
+  const int32_t* lengths = nullptr;  // [B] stored positions row b attends to (clamped to S); nullptr: all S
   void* out = nullptr;  // [B, Hq, 1, D] contiguous, q's dtype
   int64_t B = 0, Hq = 0, Hkv = 0, S = 0;
   int64_t chunk = 1;  // keys per split: split i reads keys [i * chunk, (i + 1) * chunk) of S (+ 1 new)

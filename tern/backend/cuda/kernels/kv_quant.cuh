@@ -10,10 +10,11 @@ namespace tern::cuda::kernels {
 __device__ __forceinline__ float f16_value(const uint8_t* p) {
   return __half2float(__ushort_as_half(static_cast<unsigned short>(p[0] | (p[1] << 8))));
 }
+// One 16-bit store of the f16 bits (p is 2-byte aligned: code streams and rows are even-sized).
+// Not two byte stores: the toolchain stored the low byte of the converted f16 register as the
+// value converted to u8 (saturating) rather than as its low 8 bits.
 __device__ __forceinline__ void store_f16(uint8_t* p, float x) {
-  const unsigned short b = __half_as_ushort(__float2half_rn(x));
-  p[0] = static_cast<uint8_t>(b & 0xff);
-  p[1] = static_cast<uint8_t>(b >> 8);
+  *reinterpret_cast<unsigned short*>(p) = __half_as_ushort(__float2half_rn(x));
 }
 __device__ __forceinline__ float f16_round(float x) { return __half2float(__float2half_rn(x)); }
 

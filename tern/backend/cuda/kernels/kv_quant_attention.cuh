@@ -19,6 +19,7 @@ struct KVAttnArgs {
   const uint8_t* v_rows;
   const void* k_new;  // [B, Hkv, 1, D] or nullptr, strides (b, h)
   const void* v_new;
+  const int32_t* lengths;  // [B]: row b reads its first lengths[b] (clamped to S) stored keys; nullptr: all S
   int64_t kns[2], vns[2];
   float* partial;  // [n_splits, B * Hq, D + 2]
   int64_t B, Hq, Hkv, S, chunk;  // keys [split * chunk, ...) of the S (+1 with k_new) visible ones
@@ -77,7 +78,17 @@ __global__ void __launch_bounds__(kKVAttnWarps * 32) kv_decode_attention_kernel(
   }
 
   const int64_t pos_stride = a.B * a.Hkv;
+  int64_t len = a.S;  // stored keys this batch row reads (a compiled decode step's row length)
+  if (a.lengths) {
+    const int64_t n = a.lengths[b];
+    len = n < 0 ? 0 : (n < a.S ? n : a.S);
+  }
   for (int64_t j = j0 + warp; j < j1; j += kKVAttnWarps) {
+    if (j >= len && j < a.S) {
+      // past this row's stored keys: jump to this warp's first index >= S (the new key, if it is ours)
+      j += ((a.S - j + kKVAttnWarps - 1) / kKVAttnWarps - 1) * kKVAttnWarps;
+      continue;
+    }
     float kx[EPL], vx[EPL];
     if (j < a.S) {
       const int64_t row = j * pos_stride + b * a.Hkv + hk;

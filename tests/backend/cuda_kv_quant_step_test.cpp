@@ -1,0 +1,128 @@
+// The compiled-decode side of the quantized KV storage on the GPU: the fused decode attention with
+// per-row lengths against the CPU reference (empty, partial, full and clamped rows), and a
+// QuantizedKVCache decoding through a DeviceStep against one decoding ordinarily, on the device.
+// Skips cleanly without a GPU.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "tern/ops/device.h"
+#include "tern/ops/elementwise.h"
+#include "tern/ops/kv_quant.h"
+#include "tern/state/affine_kv_cache.h"
+#include "tern/state/turboquant_kv_cache.h"
+
+namespace tern {
+namespace {
+
+using ops::KVRowCodec;
+const Device kGpu = Device::cuda(0);
+
+class CudaKVQuantStep : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
+    cuda_init();
+  }
+};
+
+Tensor randn(const Shape& shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(numel(shape)));
+  for (auto& x : v) x = d(rng);
+  return Tensor::from_vector(v, shape);
+}
+
+double nmse(const Tensor& ref, const Tensor& got) {
+  std::vector<float> r = ref.to(Device::cpu()).to_f32_vector(), g = got.to(Device::cpu()).to_f32_vector();
+  EXPECT_EQ(r.size(), g.size());
+  if (r.size() != g.size()) return 1e30;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (!std::isfinite(g[i])) return 1e30;
+    num += (double(r[i]) - g[i]) * (double(r[i]) - g[i]);
+    den += double(r[i]) * r[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+TEST_F(CudaKVQuantStep, DecodeAttentionWithLengthsMatchesCpu) {
+  struct Scheme { KVRowCodec::Kind kk, vk; int kbits, vbits; int64_t group; };
+  const Scheme schemes[] = {{KVRowCodec::affine, KVRowCodec::affine, 8, 8, 64},
+                            {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 8, 3, 32}};
+  uint32_t seed = 140;
+  for (int64_t S : {1, 100, 700})
+    for (int64_t D : {64, 128})
+      for (const Scheme& sc : schemes) {
+        // rows: none stored, a third, all, past the span (clamped to S), negative (clamped to 0)
+        const int64_t B = 5, Hkv = 2, Hq = 8;
+        const std::vector<int32_t> len = {0, static_cast<int32_t>(S / 3), static_cast<int32_t>(S),
+                                          static_cast<int32_t>(S + 5), -1};
+        const KVRowCodec kc{sc.kk, sc.kbits, sc.kk == KVRowCodec::affine ? sc.group : 32, D};
+        const KVRowCodec vc{sc.vk, sc.vbits, sc.vk == KVRowCodec::affine ? sc.group : 32, D};
+        Tensor kr = Tensor::empty({S, B, Hkv, kc.row_bytes()}, Dtype::u8);
+        Tensor vr = Tensor::empty({S, B, Hkv, vc.row_bytes()}, Dtype::u8);
+        ops::kv_encode(randn({B, Hkv, S, D}, ++seed), kc, kr);
+        ops::kv_encode(randn({B, Hkv, S, D}, ++seed), vc, vr);
+        Tensor q = randn({B, Hq, 1, D}, ++seed), kn = randn({B, Hkv, 1, D}, ++seed), vn = randn({B, Hkv, 1, D}, ++seed);
+        Tensor lengths = Tensor::from_vector(len, {B});
+        const float scale = 1.0f / std::sqrt(float(D));
+        Tensor want = ops::kv_decode_attention(q, kr, kc, vr, vc, kn, vn, scale, 0.0f, lengths);
+        Tensor got = ops::kv_decode_attention(q.to(kGpu), kr.to(kGpu), kc, vr.to(kGpu), vc, kn.to(kGpu), vn.to(kGpu),
+                                              scale, 0.0f, lengths.to(kGpu));
+        EXPECT_LE(nmse(want, got), 1e-9) << "S " << S << " D " << D << " key kind " << kc.kind;
+        // Row 2 reads everything: the same as no lengths at all.
+        Tensor all = ops::kv_decode_attention(q.to(kGpu), kr.to(kGpu), kc, vr.to(kGpu), vc, kn.to(kGpu), vn.to(kGpu),
+                                              scale);
+        EXPECT_LE(nmse(all.narrow(0, 2, 1), got.narrow(0, 2, 1)), 1e-9) << "S " << S << " D " << D;
+      }
+}
+
+// Two caches on the device from one prefill: one decodes ordinarily, the other through a DeviceStep
+// whose positions and lengths live on the device, over a span past the stored prefix.
+void expect_step_parity(std::unique_ptr<QuantizedKVCache> plain, std::unique_ptr<QuantizedKVCache> stepped,
+                        int64_t D, uint32_t seed) {
+  const int64_t B = 2, Hkv = 2, Hq = 8, P = 70, steps = 5;
+  Tensor k0 = randn({B, Hkv, P, D}, ++seed).to(kGpu), v0 = randn({B, Hkv, P, D}, ++seed).to(kGpu);
+  plain->append(k0, v0, AppendPhase::window);
+  stepped->append(k0, v0, AppendPhase::window);
+  ASSERT_TRUE(stepped->supports_device_step());
+  stepped->reserve(P + 64);
+  DeviceStep step;
+  step.span = P + 64;
+  const float scale = 1.0f / std::sqrt(float(D));
+  for (int64_t s = 0; s < steps; ++s) {
+    step.positions = Tensor::from_vector(std::vector<int32_t>(B, static_cast<int32_t>(P + s)), {B}).to(kGpu);
+    step.lengths = Tensor::from_vector(std::vector<int32_t>(B, static_cast<int32_t>(P + s + 1)), {B}).to(kGpu);
+    stepped->attach_step(&step);
+    Tensor q = randn({B, Hq, 1, D}, ++seed).to(kGpu), k = randn({B, Hkv, 1, D}, ++seed).to(kGpu),
+           v = randn({B, Hkv, 1, D}, ++seed).to(kGpu);
+    Tensor want = plain->append(k, v, AppendPhase::decode)->attend(q, scale);
+    Tensor got = stepped->append(k, v, AppendPhase::decode)->attend(q, scale);
+    EXPECT_LE(nmse(want, got), 1e-9) << stepped->signature() << " D " << D << " step " << s;
+    EXPECT_EQ(stepped->offset(), P + s);
+    stepped->advance(1);
+    stepped->attach_step(nullptr);
+  }
+  ASSERT_EQ(stepped->offset(), plain->offset());
+  EXPECT_LE(nmse(plain->dequantized_keys(), stepped->dequantized_keys()), 1e-12) << stepped->signature();
+  EXPECT_LE(nmse(plain->dequantized_values(), stepped->dequantized_values()), 1e-12) << stepped->signature();
+}
+
+TEST_F(CudaKVQuantStep, CacheDecodeThroughDeviceStepMatchesOrdinaryDecode) {
+  for (int64_t D : {64, 128}) {
+    expect_step_parity(std::make_unique<AffineKVCache>(8, 64), std::make_unique<AffineKVCache>(8, 64), D, 10);
+    expect_step_parity(std::make_unique<AffineKVCache>(4, 32), std::make_unique<AffineKVCache>(4, 32), D, 20);
+    expect_step_parity(std::make_unique<TurboQuantKVCache>(8, 4, true), std::make_unique<TurboQuantKVCache>(8, 4, true),
+                       D, 30);
+    expect_step_parity(std::make_unique<TurboQuantKVCache>(8, 3, false),
+                       std::make_unique<TurboQuantKVCache>(8, 3, false), D, 40);
+  }
+}
+
+}  // namespace
+}  // namespace tern

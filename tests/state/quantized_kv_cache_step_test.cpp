@@ -1,0 +1,152 @@
+// QuantizedKVCache under a DeviceStep (the compiled-decode path, run here on the CPU): appends encode at
+// the step's positions, RoPE takes those positions, the fused read over the step's span with per-row
+// lengths equals the ordinary decode read (per row, also when rows sit at different positions), and
+// offset() moves only through advance().
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <random>
+
+#include "tern/ops/rope.h"
+#include "tern/state/affine_kv_cache.h"
+#include "tern/state/cache_file.h"
+#include "tern/state/turboquant_kv_cache.h"
+
+namespace tern {
+namespace {
+
+Tensor random_tensor(const Shape& shape, std::mt19937& rng) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(numel(shape)));
+  for (float& x : v) x = dist(rng);
+  return Tensor::from_vector(v, shape);
+}
+
+float max_abs_diff(const Tensor& a, const Tensor& b) {
+  std::vector<float> x = a.to_f32_vector(), y = b.to_f32_vector();
+  EXPECT_EQ(x.size(), y.size());
+  if (x.size() != y.size()) return 1e30f;
+  float m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
+  return m;
+}
+
+// affine8 (group 32), TurboQuant k8v3 with the decoded read and k8v4 with the deferred (rotated) read.
+std::unique_ptr<QuantizedKVCache> make(int which) {
+  if (which == 0) return std::make_unique<AffineKVCache>(8, 32);
+  if (which == 1) return std::make_unique<TurboQuantKVCache>(8, 3, false);
+  return std::make_unique<TurboQuantKVCache>(8, 4, true);
+}
+
+Tensor i32(std::vector<int32_t> v) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  return Tensor::from_vector(v, {n});
+}
+
+class QuantizedKVCacheStep : public ::testing::TestWithParam<int> {};
+
+TEST_P(QuantizedKVCacheStep, DecodeThroughDeviceStepEqualsOrdinaryDecode) {
+  std::mt19937 rng(5 + GetParam());
+  const int64_t B = 2, H = 2, Hq = 4, D = 64, P = 5, steps = 4;
+  std::unique_ptr<QuantizedKVCache> plain = make(GetParam()), stepped = make(GetParam());
+  Tensor k0 = random_tensor({B, H, P, D}, rng), v0 = random_tensor({B, H, P, D}, rng);
+  plain->append(k0, v0, AppendPhase::window);
+  stepped->append(k0, v0, AppendPhase::window);
+  EXPECT_TRUE(stepped->supports_device_step());
+  stepped->reserve(P + steps + 3);
+  ASSERT_GE(stepped->capacity(), P + steps + 3);
+
+  DeviceStep step;
+  step.positions = i32(std::vector<int32_t>(B, P));
+  step.lengths = i32(std::vector<int32_t>(B, P + 1));
+  step.span = stepped->capacity();  // a span past the stored prefix: the positions must hide the rest
+  stepped->attach_step(&step);
+  ops::RopeConfig rc;
+  rc.head_dim = D;
+  ops::RopeTable rope = ops::rope_table(rc);
+  for (int64_t s = 0; s < steps; ++s) {
+    Tensor q = random_tensor({B, Hq, 1, D}, rng), k = random_tensor({B, H, 1, D}, rng), v = random_tensor({B, H, 1, D}, rng);
+    EXPECT_EQ(max_abs_diff(plain->rope_positions(q, rope), stepped->rope_positions(q, rope)), 0.0f);
+    Tensor want = plain->append(k, v, AppendPhase::decode)->attend(q, 0.35f);
+    Tensor got = stepped->append(k, v, AppendPhase::decode)->attend(q, 0.35f);
+    EXPECT_LT(max_abs_diff(want, got), 1e-4f) << stepped->signature() << " step " << s;
+    EXPECT_EQ(stepped->offset(), P + s) << "append under a step leaves offset() alone";
+    stepped->advance(1);
+    for (int64_t b = 0; b < B; ++b) {
+      step.positions.data<int32_t>()[b] += 1;
+      step.lengths.data<int32_t>()[b] += 1;
+    }
+  }
+  stepped->attach_step(nullptr);
+  ASSERT_EQ(stepped->offset(), plain->offset());
+  // The rows were encoded at the step positions exactly as an ordinary append encodes them.
+  EXPECT_EQ(max_abs_diff(stepped->dequantized_keys(), plain->dequantized_keys()), 0.0f);
+  EXPECT_EQ(max_abs_diff(stepped->dequantized_values(), plain->dequantized_values()), 0.0f);
+  // An ordinary append continues after the advanced offset.
+  Tensor k = random_tensor({B, H, 1, D}, rng), v = random_tensor({B, H, 1, D}, rng), q = random_tensor({B, Hq, 1, D}, rng);
+  EXPECT_LT(max_abs_diff(plain->append(k, v, AppendPhase::decode)->attend(q, 0.35f),
+                         stepped->append(k, v, AppendPhase::decode)->attend(q, 0.35f)),
+            1e-4f);
+  // Persistence saves the stored prefix, not the reservation.
+  CacheWriter w;
+  stepped->save(w);
+  for (const CacheEntry& e : w.entries())
+    if (e.name == "keys") EXPECT_EQ(static_cast<int64_t>(e.data.size()), stepped->offset() * B * H * stepped->key_codec().row_bytes());
+}
+
+// Rows at different positions: row 0 appends at P, row 1 at P - 2 (overwriting its own stored
+// position P - 2); each must read exactly what a one-row cache holding its prefix reads.
+TEST_P(QuantizedKVCacheStep, RowsAtDifferentPositionsReadTheirOwnPrefix) {
+  std::mt19937 rng(11 + GetParam());
+  const int64_t B = 2, H = 2, Hq = 4, D = 64, P = 6;
+  const int32_t pos[2] = {P, P - 2};
+  Tensor k0 = random_tensor({B, H, P, D}, rng), v0 = random_tensor({B, H, P, D}, rng);
+  std::unique_ptr<QuantizedKVCache> stepped = make(GetParam());
+  stepped->append(k0, v0, AppendPhase::window);
+  stepped->reserve(P + 4);
+  DeviceStep step;
+  step.positions = i32({pos[0], pos[1]});
+  step.lengths = i32({pos[0] + 1, pos[1] + 1});
+  step.span = P + 2;
+  stepped->attach_step(&step);
+  Tensor q = random_tensor({B, Hq, 1, D}, rng), k = random_tensor({B, H, 1, D}, rng), v = random_tensor({B, H, 1, D}, rng);
+  Tensor got = stepped->append(k, v, AppendPhase::decode)->attend(q, 0.3f);
+  for (int64_t b = 0; b < B; ++b) {
+    std::unique_ptr<QuantizedKVCache> one = make(GetParam());
+    one->append(k0.narrow(0, b, 1).narrow(2, 0, pos[b]).contiguous(), v0.narrow(0, b, 1).narrow(2, 0, pos[b]).contiguous(),
+                AppendPhase::window);
+    Tensor want = one->append(k.narrow(0, b, 1).contiguous(), v.narrow(0, b, 1).contiguous(), AppendPhase::decode)
+                      ->attend(q.narrow(0, b, 1).contiguous(), 0.3f);
+    EXPECT_LT(max_abs_diff(want, got.narrow(0, b, 1).contiguous()), 1e-4f) << stepped->signature() << " row " << b;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Kinds, QuantizedKVCacheStep, ::testing::Values(0, 1, 2));
+
+TEST(QuantizedKVCacheStepErrors, ClearErrors) {
+  std::mt19937 rng(4);
+  AffineKVCache c(8, 32);
+  EXPECT_THROW(c.reserve(8), Error);  // no shapes yet
+  c.append(random_tensor({1, 1, 3, 32}, rng), random_tensor({1, 1, 3, 32}, rng), AppendPhase::window);
+  c.reserve(8);
+  EXPECT_EQ(c.offset(), 3);
+  DeviceStep step;
+  step.positions = i32({3});
+  step.lengths = i32({4});
+  step.span = c.capacity() + 1;
+  EXPECT_THROW(c.attach_step(&step), Error);  // span beyond the reserved storage
+  step.span = 8;
+  c.attach_step(&step);
+  EXPECT_THROW(c.reserve(16), Error);  // the storage must not move while a step is attached
+  EXPECT_THROW(c.append(random_tensor({1, 1, 2, 32}, rng), random_tensor({1, 1, 2, 32}, rng), AppendPhase::window), Error);
+  EXPECT_THROW(c.trim(1), Error);
+  EXPECT_THROW(c.advance(c.capacity()), Error);
+  step.positions.data<int32_t>()[0] = static_cast<int32_t>(c.capacity());  // outside the storage
+  EXPECT_THROW(c.append(random_tensor({1, 1, 1, 32}, rng), random_tensor({1, 1, 1, 32}, rng), AppendPhase::decode), Error);
+  c.attach_step(nullptr);
+  EXPECT_EQ(c.trim(1), 1);
+  EXPECT_EQ(c.offset(), 2);
+}
+
+}  // namespace
+}  // namespace tern
