@@ -45,7 +45,7 @@ Tensor RingKVCache::temporal(const Tensor& buf, int64_t n) const {
   return ops::concat({buf.slice(2, s, window_), buf.slice(2, 0, n - (window_ - s))}, 2);
 }
 
-void RingKVCache::reserve(const Tensor& k, const Tensor& v, int64_t needed) {
+void RingKVCache::grow(const Tensor& k, const Tensor& v, int64_t needed) {
   if (keys_.defined() && needed <= capacity()) return;
   // Not wrapped yet (capacity < window), so positions [0, offset) sit in slots [0, offset).
   const int64_t cap = std::min(window_, std::max(needed, 2 * capacity()));
@@ -86,7 +86,7 @@ std::unique_ptr<AttentionRead> RingKVCache::append(const Tensor& k, const Tensor
   auto read = causal_read(rk, rv, prev, window_);
 
   const int64_t keep = std::min(n, window_);
-  reserve(k, v, std::min(offset_ + n, window_));
+  grow(k, v, std::min(offset_ + n, window_));
   offset_ += n;
   write(keys_, k.slice(2, n - keep, n));
   write(values_, v.slice(2, n - keep, n));

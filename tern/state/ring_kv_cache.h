@@ -44,7 +44,7 @@ class RingKVCache : public KVCache {
  private:
   // The last n (<= stored) positions of buf in time order.
   Tensor temporal(const Tensor& buf, int64_t n) const;
-  void reserve(const Tensor& k, const Tensor& v, int64_t needed);
+  void grow(const Tensor& k, const Tensor& v, int64_t needed);
   // Writes src [B, H, n, D] (n <= window) as positions [offset - n, offset) of buf.
   void write(Tensor& buf, const Tensor& src) const;
 
