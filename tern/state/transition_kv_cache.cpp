@@ -38,6 +38,22 @@ int64_t TransitionKVCache::max_append_tokens() const {
 
 int64_t TransitionKVCache::bytes() const { return plain_.bytes() + quantized_->bytes(); }
 
+void TransitionKVCache::reserve(int64_t positions) {
+  TERN_CHECK(converted_, "[kv_cache] storage {} does not support compiled decode before its transition", signature());
+  quantized_->reserve(positions);
+}
+
+void TransitionKVCache::attach_step(const DeviceStep* step) {
+  TERN_CHECK(!step || converted_, "[kv_cache] storage {} does not support compiled decode before its transition",
+             signature());
+  if (converted_) quantized_->attach_step(step);
+}
+
+void TransitionKVCache::advance(int64_t n) {
+  TERN_CHECK(converted_, "[kv_cache] storage {} does not support compiled decode before its transition", signature());
+  quantized_->advance(n);
+}
+
 std::unique_ptr<AttentionRead> TransitionKVCache::append(const Tensor& k, const Tensor& v, AppendPhase phase) {
   if (converted_) return quantized_->append(k, v, phase);
   std::unique_ptr<AttentionRead> read = plain_.append(k, v, phase);

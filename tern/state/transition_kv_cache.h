@@ -32,6 +32,12 @@ class TransitionKVCache : public KVCache {
   // load() checks start and the quantized storage's signature.
   void save(CacheWriter& out) const override;
   void load(CacheReader& in) override;
+  // Compiled decode, once converted: the quantized storage follows the step (the transition itself is a
+  // host decision, so it never happens inside a captured step).
+  bool supports_device_step() const override { return converted_ && quantized_->supports_device_step(); }
+  void reserve(int64_t positions) override;
+  void attach_step(const DeviceStep* step) override;
+  void advance(int64_t n) override;
 
   bool converted() const { return converted_; }
   int64_t transition_offset() const { return transition_; }

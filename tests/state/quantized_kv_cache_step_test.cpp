@@ -10,6 +10,7 @@
 #include "tern/ops/rope.h"
 #include "tern/state/affine_kv_cache.h"
 #include "tern/state/cache_file.h"
+#include "tern/state/transition_kv_cache.h"
 #include "tern/state/turboquant_kv_cache.h"
 
 namespace tern {
@@ -146,6 +147,36 @@ TEST(QuantizedKVCacheStepErrors, ClearErrors) {
   c.attach_step(nullptr);
   EXPECT_EQ(c.trim(1), 1);
   EXPECT_EQ(c.offset(), 2);
+}
+
+// The bf16-first wrapper offers the step only once it has converted, and then behaves as its storage.
+TEST(TransitionKVCacheStep, FollowsTheStepOnceConverted) {
+  std::mt19937 rng(31);
+  const int64_t B = 1, H = 2, Hq = 4, D = 64;
+  TransitionKVCache late(100, make(0)), early(0, make(0));
+  std::unique_ptr<QuantizedKVCache> reference = make(0);
+  Tensor k0 = random_tensor({B, H, 6, D}, rng), v0 = random_tensor({B, H, 6, D}, rng);
+  late.append(k0, v0, AppendPhase::window);
+  early.append(k0, v0, AppendPhase::window);
+  reference->store(k0, v0);
+  EXPECT_FALSE(late.supports_device_step());
+  EXPECT_THROW(late.reserve(16), Error);
+  ASSERT_TRUE(early.converted());
+  ASSERT_TRUE(early.supports_device_step());
+  early.reserve(16);
+  DeviceStep step;
+  step.positions = i32({6});
+  step.lengths = i32({7});
+  step.span = 16;
+  early.attach_step(&step);
+  Tensor q = random_tensor({B, Hq, 1, D}, rng), k = random_tensor({B, H, 1, D}, rng), v = random_tensor({B, H, 1, D}, rng);
+  Tensor want = reference->append(k, v, AppendPhase::decode)->attend(q, 0.125f);
+  Tensor got = early.append(k, v, AppendPhase::decode)->attend(q, 0.125f);
+  EXPECT_LT(max_abs_diff(want, got), 1e-5f);
+  EXPECT_EQ(early.offset(), 6);
+  early.advance(1);
+  early.attach_step(nullptr);
+  EXPECT_EQ(early.offset(), 7);
 }
 
 }  // namespace
