@@ -14,41 +14,16 @@
 #include "tern/ops/kv_quant.h"
 #include "tern/state/affine_kv_cache.h"
 #include "tern/state/turboquant_kv_cache.h"
+#include "tests/backend/cuda_test_util.h"
 
 namespace tern {
 namespace {
 
+using namespace cuda_test;
+
 using ops::KVRowCodec;
-const Device kGpu = Device::cuda(0);
 
-class CudaKVQuantStep : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
-    cuda_init();
-  }
-};
-
-Tensor randn(const Shape& shape, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(numel(shape)));
-  for (auto& x : v) x = d(rng);
-  return Tensor::from_vector(v, shape);
-}
-
-double nmse(const Tensor& ref, const Tensor& got) {
-  std::vector<float> r = ref.to(Device::cpu()).to_f32_vector(), g = got.to(Device::cpu()).to_f32_vector();
-  EXPECT_EQ(r.size(), g.size());
-  if (r.size() != g.size()) return 1e30;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < r.size(); ++i) {
-    if (!std::isfinite(g[i])) return 1e30;
-    num += (double(r[i]) - g[i]) * (double(r[i]) - g[i]);
-    den += double(r[i]) * r[i];
-  }
-  return den > 0 ? num / den : num;
-}
+class CudaKVQuantStep : public CudaTest {};
 
 TEST_F(CudaKVQuantStep, DecodeAttentionWithLengthsMatchesCpu) {
   struct Scheme { KVRowCodec::Kind kk, vk; int kbits, vbits; int64_t group; };

@@ -16,27 +16,15 @@
 #include "tern/ops/elementwise.h"
 #include "tern/ops/matmul.h"
 #include "tern/ops/moe.h"
+#include "tests/backend/cuda_test_util.h"
 
 namespace tern {
 namespace {
 
-const Device kGpu = Device::cuda(0);
+using namespace cuda_test;
 
-class CudaMoe : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
-    cuda_init();
-  }
-};
 
-Tensor randn(const Shape& shape, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0.0f, scale);
-  std::vector<float> v(static_cast<size_t>(numel(shape)));
-  for (auto& x : v) x = dist(rng);
-  return Tensor::from_vector(v, shape);
-}
+class CudaMoe : public CudaTest {};
 
 // k distinct experts per token; token t draws from the first max(k, E / 2) experts most of the time, so
 // the load is uneven and (for E > 2k) the upper experts are mostly or wholly idle.
@@ -54,18 +42,6 @@ void uneven_route(int64_t T, int64_t k, int64_t E, uint32_t seed, std::vector<in
       wts.push_back(u(rng));
     }
   }
-}
-
-double nmse(const Tensor& ref, const Tensor& got) {
-  std::vector<float> r = ref.to_f32_vector(), g = got.to(Device::cpu()).to_f32_vector();
-  if (r.size() != g.size()) return 1e30;
-  double num = 0, den = 0;
-  for (size_t i = 0; i < r.size(); ++i) {
-    if (!std::isfinite(g[i])) return 1e30;
-    num += (double(r[i]) - g[i]) * (double(r[i]) - g[i]);
-    den += double(r[i]) * r[i];
-  }
-  return den > 0 ? num / den : num;
 }
 
 struct Case {

@@ -1,0 +1,49 @@
+// Shared pieces of the CUDA-vs-CPU tests: the GPU device, a fixture that skips cleanly without a GPU
+// (and initialises CUDA otherwise), seeded normal tensors and the NMSE the tests bound.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "tern/core/tensor.h"
+#include "tern/ops/device.h"
+
+namespace tern::cuda_test {
+
+inline const Device kGpu = Device::cuda(0);
+
+class CudaTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cuda_available()) GTEST_SKIP() << "no CUDA device: " << cuda_status();
+    cuda_init();
+  }
+};
+
+// An f32 CPU tensor of N(0, sigma^2) values from seed.
+inline Tensor randn(const Shape& shape, uint32_t seed, float sigma = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0.0f, sigma);
+  std::vector<float> v(static_cast<size_t>(numel(shape)));
+  for (auto& x : v) x = d(rng);
+  return Tensor::from_vector(v, shape);
+}
+
+// sum (ref - got)^2 / sum ref^2 over both tensors (any device); 1e30 for a size mismatch or a
+// non-finite value in got.
+inline double nmse(const Tensor& ref, const Tensor& got) {
+  std::vector<float> r = ref.to(Device::cpu()).to_f32_vector(), g = got.to(Device::cpu()).to_f32_vector();
+  EXPECT_EQ(r.size(), g.size());
+  if (r.size() != g.size()) return 1e30;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < r.size(); ++i) {
+    if (!std::isfinite(g[i])) return 1e30;
+    num += (double(r[i]) - g[i]) * (double(r[i]) - g[i]);
+    den += double(r[i]) * r[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+}  // namespace tern::cuda_test
