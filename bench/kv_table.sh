@@ -23,3 +23,20 @@ print(json.dumps(r))' | tee -a "$out"
     done
   done
 done
+# The table: one line per (kind, context, batch), with the step time relative to bf16's.
+python3 - "$out" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+base = {(r.get("prompt_tokens"), r.get("batch")): r.get("decode_tokens_per_second") for r in rows if r.get("kv_cache") == "bf16"}
+print("| --kv-cache | context | batch | KV bytes/token | decode tok/s | compiled | step time vs bf16 |")
+print("|---|---|---|---|---|---|---|")
+for r in rows:
+    if "error" in r:
+        print(f"| {r.get('kv_cache')} | | | | failed | | |"); continue
+    b = base.get((r["prompt_tokens"], r["batch"]))
+    ratio = f"{b / r['decode_tokens_per_second']:.2f}x" if b else ""
+    info = r.get("info", {})
+    bpt = next((v for k, v in info.items() if "bytes_per_token" in k), "") if isinstance(info, dict) else ""
+    print(f"| {r['kv_cache']} | {r['prompt_tokens']} | {r['batch']} | {bpt} | {r['decode_tokens_per_second']:.1f} | "
+          f"{r['compiled_decode']} | {ratio} |")
+PY

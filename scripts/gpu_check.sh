@@ -11,7 +11,8 @@
 # cpu and cuda, and `tern bench` beside Hugging Face (bench/hf_baseline.py, HF_QUICK=1) on a random
 # Qwen3 checkpoint of TERN_GPU_SIZE dimensions (default 0.6b) written in the same run.
 # TERN_GPU_TABLE="0.6b 8b" (with the CLI) runs bench/decode_table.sh per size instead of the quick peer run.
-# TERN_GPU_TEST_FILTER narrows the CUDA tests (a gtest filter). TERN_GPU_SKIP_OPS=1 skips the op tests and benchmark; TERN_GPU_SKIP_PEER=1 the checkpoint and HF part. With TERN_GPU_TOKENIZER=1 (and the CLI) `run`
+# TERN_GPU_KV=1 (with the CLI) runs bench/kv_table.sh (KINDS, CONTEXTS, BATCHES, REPEATS, GEN) on a random
+# Qwen3-8B checkpoint. TERN_GPU_TEST_FILTER narrows the CUDA tests (a gtest filter). TERN_GPU_SKIP_OPS=1 skips the op tests and benchmark; TERN_GPU_SKIP_PEER=1 the checkpoint and HF part. With TERN_GPU_TOKENIZER=1 (and the CLI) `run`
 # also runs bench/tokenizer.sh beside HF tokenizers (carry bench/data and tests/data/tokenizers/npm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +29,8 @@ pack() {
   [[ ${TERN_GPU_NO_BUILD:-0} == 1 ]] || ninja -C "$build" -j"${JOBS:-2}" "${targets[@]}"
   rm -rf "$dist" && mkdir -p "$dist/lib"
   # Binaries travel xz-compressed: the working tree and the carried build share a 64 MiB limit.
-  for t in "${targets[@]}"; do xz -T1 -6 -c "$build/$t" >"$dist/$t.xz"; done
+  # Stripped first: symbols are a fifth of the size.
+  for t in "${targets[@]}"; do strip -o "$dist/$t" "$build/$t" && xz -T2 -9e "$dist/$t"; done
   # Host libraries the GPU machine's image may lack; the CUDA libraries come from its own toolkit.
   for t in "${targets[@]}"; do ldd "$build/$t"; done | awk '/=> \//{print $3}' | sort -u | while read -r lib; do
     case $(basename "$lib") in
@@ -37,7 +39,7 @@ pack() {
         if [[ $(stat -Lc %s "$lib") -gt 1000000 ]]; then  # openblas, ICU, gfortran: compressed once, cached
           cache=$build/xz-cache/$(basename "$lib").xz
           if [[ ! -f $cache || $lib -nt $cache ]]; then
-            mkdir -p "$build/xz-cache" && xz -T1 -3 -c "$lib" >"$cache.tmp" && mv "$cache.tmp" "$cache"
+            mkdir -p "$build/xz-cache" && xz -T2 -9e -c "$lib" >"$cache.tmp" && mv "$cache.tmp" "$cache"
           fi
           cp "$cache" "$dist/lib/"
         else
@@ -55,6 +57,10 @@ cli_stage() {
     "$dist/tern" score models/brown-qwen3-14m --text-file models/brown-qwen3-14m/valid.txt --max-tokens 2048 \
       --device "$dev" || rc=1
   done
+  if [[ -n ${TERN_GPU_KV:-} ]]; then  # KV storage kinds on a random Qwen3-8B checkpoint (bench/kv_table.sh)
+    python3 bench/qwen3_random.py 8b /tmp/tern-q8-random || rc=1
+    bench/kv_table.sh "$dist/tern" /tmp/tern-q8-random "$out/kv_table.jsonl" || rc=1
+  fi
   if [[ -n ${TERN_GPU_TABLE:-} ]]; then  # the full decode/prefill table per size, beside HF
     for size in $TERN_GPU_TABLE; do bench/decode_table.sh "$dist/tern" "$size" "$out" || rc=1; done
     return $rc

@@ -1,7 +1,7 @@
 // CUDA op benchmarks: device copy bandwidth (the memory ceiling), cuBLASLt GEMM rate, the engine's hot
 // ops at Qwen3-8B / 0.6B shapes and the routed experts at Qwen3-30B-A3B shapes, each as median time,
 // achieved rate and % of ceiling.
-// usage: tern_cuda_bench [--quick]
+// usage: tern_cuda_bench [--quick | --kv]   (--kv: the copy ceiling and the quantized-KV decode attention only)
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include "tern/ops/attention.h"
 #include "tern/ops/device.h"
 #include "tern/ops/elementwise.h"
+#include "tern/ops/kv_quant.h"
 #include "tern/ops/matmul.h"
 #include "tern/ops/moe.h"
 #include "tern/ops/norm.h"
@@ -77,6 +78,7 @@ void row(const char* name, double sec, double bytes, double flops) {
 
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && !std::strcmp(argv[1], "--quick");
+  const bool kv_only = argc > 1 && !std::strcmp(argv[1], "--kv");
   if (!cuda_available()) {
     std::printf("no CUDA device: %s\n", cuda_status().c_str());
     return 0;
@@ -94,7 +96,7 @@ int main(int argc, char** argv) {
     g_copy_bw = 2.0 * n / t;
     std::printf("%-44s %10.1f us  %7.0f GB/s (ceiling)\n", "copy 2 GiB d2d", t * 1e6, g_copy_bw / 1e9);
   }
-  {  // GEMM ceiling: bf16 8192^3
+  if (!kv_only) {  // GEMM ceiling: bf16 8192^3
     const int64_t n = 8192;
     Tensor a = randn_gpu({n, n}, Dtype::bf16, 1), b = randn_gpu({n, n}, Dtype::bf16, 2);
     double t = time_it([&] { ops::matmul(a, b); }, 10, 2);
@@ -108,6 +110,7 @@ int main(int argc, char** argv) {
   };
   const Dims dims[] = {{"8b", 4096, 12288, 32, 8, 128, 151936}, {"0.6b", 1024, 3072, 16, 8, 128, 151936}};
   for (const Dims& d : dims) {
+    if (kv_only) break;
     std::printf("\n-- qwen3-%s shapes --\n", d.name);
     char name[128];
     for (int64_t T : {int64_t(1), int64_t(32), int64_t(2048)}) {
@@ -173,7 +176,52 @@ int main(int argc, char** argv) {
       }
     }
   }
-  {  // routed experts at Qwen3-30B-A3B shapes: hidden 2048, moe_intermediate 768, 128 experts, top-8
+  {  // decode attention over quantized KV storage beside bf16, at Qwen3-8B heads (32 q, 8 kv, dim 128)
+    std::printf("\n-- decode attention over quantized KV (qwen3-8b heads) --\n");
+    const int64_t Hq = 32, Hkv = 8, D = 128;
+    struct Scheme {
+      const char* name;
+      ops::KVRowCodec k, v;
+    };
+    const Scheme schemes[] = {
+        {"affine8", {ops::KVRowCodec::affine, 8, 64, D}, {ops::KVRowCodec::affine, 8, 64, D}},
+        {"affine4", {ops::KVRowCodec::affine, 4, 64, D}, {ops::KVRowCodec::affine, 4, 64, D}},
+        {"turbo:k8v4", {ops::KVRowCodec::turbo_key, 8, 32, D}, {ops::KVRowCodec::turbo_value, 4, 32, D}},
+        {"turbo k8v3", {ops::KVRowCodec::turbo_key, 8, 32, D}, {ops::KVRowCodec::turbo_value, 3, 32, D}}};
+    char name[128];
+    for (int64_t B : {int64_t(1), int64_t(8)}) {
+      for (int64_t Lk : {int64_t(4096), int64_t(32768)}) {
+        if (quick && Lk == 4096) continue;
+        Tensor q = randn_gpu({B, Hq, 1, D}, Dtype::bf16, 30);
+        Tensor k = randn_gpu({B, Hkv, Lk, D}, Dtype::bf16, 31), v = randn_gpu({B, Hkv, Lk, D}, Dtype::bf16, 32);
+        ops::AttentionMask m;
+        m.q_offset = Lk - 1;
+        std::snprintf(name, sizeof name, "kv bf16 (sdpa) B=%lld Lk=%lld", (long long)B, (long long)Lk);
+        row(name, time_it([&] { ops::sdpa(q, k, v, 0.088f, m); }), 2.0 * k.nbytes() + q.nbytes() * 2, 0);
+        for (const Scheme& sc : schemes) {
+          Tensor kr = Tensor::empty({Lk, B, Hkv, sc.k.row_bytes()}, Dtype::u8, kGpu);
+          Tensor vr = Tensor::empty({Lk, B, Hkv, sc.v.row_bytes()}, Dtype::u8, kGpu);
+          ops::kv_encode(k, sc.k, kr);
+          ops::kv_encode(v, sc.v, vr);
+          const double bytes = kr.nbytes() + vr.nbytes() + q.nbytes() * 2.0;
+          std::snprintf(name, sizeof name, "kv %s B=%lld Lk=%lld", sc.name, (long long)B, (long long)Lk);
+          row(name, time_it([&] { ops::kv_decode_attention(q, kr, sc.k, vr, sc.v, Tensor(), Tensor(), 0.088f); }),
+              bytes, 0);
+        }
+        // The CUDA-core kernel (f32 queries take it) on the default TurboQuant storage, for reference.
+        Tensor q32 = ops::cast(q, Dtype::f32);
+        Tensor kr = Tensor::empty({Lk, B, Hkv, schemes[3].k.row_bytes()}, Dtype::u8, kGpu);
+        Tensor vr = Tensor::empty({Lk, B, Hkv, schemes[3].v.row_bytes()}, Dtype::u8, kGpu);
+        ops::kv_encode(k, schemes[3].k, kr);
+        ops::kv_encode(v, schemes[3].v, vr);
+        std::snprintf(name, sizeof name, "kv turbo k8v3 f32 q (cuda cores) B=%lld Lk=%lld", (long long)B, (long long)Lk);
+        row(name,
+            time_it([&] { ops::kv_decode_attention(q32, kr, schemes[3].k, vr, schemes[3].v, Tensor(), Tensor(), 0.088f); }),
+            kr.nbytes() + vr.nbytes() + q.nbytes() * 4.0, 0);
+      }
+    }
+  }
+  if (!kv_only) {  // routed experts at Qwen3-30B-A3B shapes: hidden 2048, moe_intermediate 768, 128 experts, top-8
     std::printf("\n-- qwen3-30b-a3b experts (128 x 768, top-8) --\n");
     const int64_t H = 2048, I = 768, E = 128, K = 8;
     Tensor gate_up = randn_gpu({E, 2 * I, H}, Dtype::bf16, 20), down = randn_gpu({E, H, I}, Dtype::bf16, 21);

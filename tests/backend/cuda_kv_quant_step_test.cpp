@@ -54,6 +54,14 @@ TEST_F(CudaKVQuantStep, DecodeAttentionWithLengthsMatchesCpu) {
         Tensor all = ops::kv_decode_attention(q.to(kGpu), kr.to(kGpu), kc, vr.to(kGpu), vc, kn.to(kGpu), vn.to(kGpu),
                                               scale);
         EXPECT_LE(nmse(all.narrow(0, 2, 1), got.narrow(0, 2, 1)), 1e-9) << "S " << S << " D " << D;
+        // bf16 queries take the tensor-core kernel (f16 tiles in shared memory): the same rows, masked alike.
+        auto bf16 = [&](const Tensor& t) { return ops::cast(t, Dtype::bf16).to(kGpu); };
+        Tensor want16 = ops::kv_decode_attention(ops::cast(ops::cast(q, Dtype::bf16), Dtype::f32), kr, kc, vr, vc,
+                                                 ops::cast(ops::cast(kn, Dtype::bf16), Dtype::f32),
+                                                 ops::cast(ops::cast(vn, Dtype::bf16), Dtype::f32), scale, 0.0f, lengths);
+        Tensor got16 = ops::kv_decode_attention(bf16(q), kr.to(kGpu), kc, vr.to(kGpu), vc, bf16(kn), bf16(vn), scale,
+                                                0.0f, lengths.to(kGpu));
+        EXPECT_LE(nmse(want16, got16), 1e-4) << "bf16, S " << S << " D " << D << " key kind " << kc.kind;
       }
 }
 

@@ -130,8 +130,8 @@ TEST_F(CudaKVQuant, DecodeAttentionMatchesCpu) {
   uint32_t seed = 40;
   for (int64_t B : {1, 4})
     for (int64_t S : {1, 100, 4097})
-      for (int64_t D : {64, 128})
-        for (int64_t groups : {1, 4})
+      for (int64_t D : {64, 128, 256})
+        for (int64_t groups : {1, 4, 16})  // 16: a full mma tile of query heads per kv head
           for (const Scheme& sc : schemes) {
             const int64_t Hkv = 2, Hq = Hkv * groups;
             const KVRowCodec kc{sc.kk, sc.kbits, sc.kk == KVRowCodec::affine ? sc.group : 32, D};

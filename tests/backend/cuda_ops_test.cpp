@@ -299,6 +299,12 @@ TEST_F(CudaOps, Linear) {
     Tensor xf = randn({m, 4096}, Dtype::f32, 70 + m);
     EXPECT_CLOSE(ops::linear(xf, ws), ops::linear(xf.to(kGpu), ws.to(kGpu)), Dtype::bf16) << "f32 x, M " << m;
   }
+  // Products with one or a few outputs (a shared expert's sigmoid gate, a small router) at every row count.
+  for (int64_t n : {1, 3, 4})
+    for (int64_t m : {1, 7, 37}) {
+      Tensor xs = randn({m, 64}, Dtype::bf16, 80 + m), ws = randn({n, 64}, Dtype::bf16, 90 + n);
+      EXPECT_CLOSE(ops::linear(xs, ws), ops::linear(xs.to(kGpu), ws.to(kGpu)), Dtype::bf16) << "N " << n << " M " << m;
+    }
   // f32 activations with bf16 weights (resident weights): computed in bf16 on the GPU.
   Tensor x = randn({5, 128}, Dtype::f32, 43), w = randn({256, 128}, Dtype::bf16, 44);
   EXPECT_CLOSE(ops::linear(x, w), ops::linear(x.to(kGpu), w.to(kGpu)), Dtype::bf16);

@@ -95,16 +95,22 @@ void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KV
   p.vc = codec_args(value_codec);
   // About three blocks per SM; every split keeps >= 64 keys (16 per warp) and none is empty.
   const int64_t n_keys = p.S + (p.k_new ? 1 : 0);
-  const int64_t heads = kv_attention_heads_per_block(D), G = p.Hq / p.Hkv;
-  const int64_t blocks = p.B * p.Hkv * ((G + heads - 1) / heads);
   const int64_t sms = device_props().multiProcessorCount;
+  const bool mma = kv_mma_attention_supported(q.dtype(), p);
+  const int64_t heads = mma ? p.Hq / p.Hkv : kv_attention_heads_per_block(D), G = p.Hq / p.Hkv;
+  const int64_t blocks = p.B * p.Hkv * ((G + heads - 1) / heads);
   const int64_t want = (3 * sms + blocks - 1) / blocks;
   const int64_t n = std::max<int64_t>(1, std::min<int64_t>({want, (n_keys + 63) / 64, 256}));
-  const int64_t chunk = (n_keys + n - 1) / n;
+  int64_t chunk = std::max<int64_t>(1, (n_keys + n - 1) / n);
+  if (mma) chunk = (chunk + kKVMmaTileKeys - 1) / kKVMmaTileKeys * kKVMmaTileKeys;  // whole staged tiles
   p.chunk = chunk;
-  const int splits = static_cast<int>((n_keys + chunk - 1) / chunk);
+  const int splits = static_cast<int>(std::max<int64_t>(1, (n_keys + chunk - 1) / chunk));
   Tensor workspace = Tensor::empty({splits, p.B * p.Hq, D + 2}, Dtype::f32, q.device());
-  launch_kv_decode_attention(q.dtype(), p, turbo_tables(value_codec), splits, workspace.data<float>(), stream());
+  if (mma) {
+    launch_kv_mma_attention(q.dtype(), p, turbo_tables(value_codec), splits, workspace.data<float>(), stream());
+  } else {
+    launch_kv_decode_attention(q.dtype(), p, turbo_tables(value_codec), splits, workspace.data<float>(), stream());
+  }
 }
 
 }  // namespace tern::cuda

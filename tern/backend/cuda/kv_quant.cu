@@ -1,6 +1,8 @@
 // Launchers of the quantized KV kernels: encode, decode, and the fused decode attention with its combine.
+#include <utility>
+
 #include "tern/backend/cuda/dispatch.cuh"
-#include "tern/backend/cuda/kernels/kv_quant_attention.cuh"
+#include "tern/backend/cuda/kernels/kv_quant_attention_mma.cuh"
 #include "tern/backend/cuda/kv_quant_launch.h"
 #include "tern/backend/cuda/runtime/check.h"
 
@@ -80,6 +82,31 @@ void launch_kv_decode_attention(Dtype dt, const KVAttnLaunch& p, const TurboTabl
       default: launch_attention<T, 16>(p, t, n_splits, workspace, s); return;  // 512 (checked by the caller)
     }
   });
+}
+
+bool kv_mma_attention_supported(Dtype dt, const KVAttnLaunch& p) {
+  const int D = p.kc.dim;
+  const bool aligned = [&] {
+    for (const auto& [rows, bytes] : {std::pair{p.k_rows, p.kc.row_bytes}, std::pair{p.v_rows, p.vc.row_bytes}})
+      if (bytes % 4 != 0 || reinterpret_cast<uintptr_t>(rows) % 4 != 0) return false;
+    return true;
+  }();
+  // The codec pairs run_kv_mma instantiates.
+  const bool affine = p.kc.kind == 0 && p.vc.kind == 0 && p.kc.bits == p.vc.bits && (p.kc.bits == 8 || p.kc.bits == 4);
+  const bool turbo = p.kc.kind == 1 && p.kc.bits == 8 && p.vc.kind == 2 &&
+                     (p.vc.bits == 2 || p.vc.bits == 3 || p.vc.bits == 4 || p.vc.bits == 8);
+  return dt == Dtype::bf16 && p.S < (int64_t{1} << 30) && (D == 64 || D == 128 || D == 256) && p.vc.dim == D && (affine || turbo) && p.Hkv > 0 &&
+         p.Hq % p.Hkv == 0 && p.Hq / p.Hkv <= 16 && aligned;
+}
+
+void launch_kv_mma_attention(Dtype dt, const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace,
+                             cudaStream_t s) {
+  static_assert(kKVMmaTileKeys == kernels::kKVTileKeys);
+  switch (p.kc.dim) {
+    case 64: launch_kv_mma_attention_64(dt, p, t, n_splits, workspace, s); return;
+    case 128: launch_kv_mma_attention_128(dt, p, t, n_splits, workspace, s); return;
+    default: launch_kv_mma_attention_256(dt, p, t, n_splits, workspace, s); return;
+  }
 }
 
 }  // namespace tern::cuda

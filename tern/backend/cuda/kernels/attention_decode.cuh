@@ -37,12 +37,155 @@ __device__ __forceinline__ void warp_load_tile(T* smem, const T* g, int64_t stri
   }
 }
 
+// One warp's flash-decoding step over BN keys [n0, n0 + BN) held in shared memory (rows of HD + 8
+// elements): the scores of the 16 mma query rows in sq (log2 domain, scaled and soft-capped), the
+// mask, the online-softmax update of (row_m, row_l) and P V accumulated into o. The lane's query rows
+// are g and g + 8 (g = lane / 4); masked(rr, j) says whether key j is hidden from row g + 8 * rr.
+template <typename T, int HD, int BN, typename Masked>
+__device__ __forceinline__ void decode_tile(const T* sq, const T* sk, const T* sv, int64_t n0, float scale, float softcap,
+                                            float (&o)[HD / 8][4], float (&row_m)[2], float (&row_l)[2],
+                                            Masked masked) {
+  constexpr int kStride = HD + 8;
+  const int lane = threadIdx.x & 31, t = lane & 3;
+  float s[BN / 8][4];
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    uint32_t qa[4];
+    ldmatrix_x4(qa[0], qa[1], qa[2], qa[3], sq + (lane & 15) * kStride + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+    for (int nn = 0; nn < BN / 16; ++nn) {
+      const int mi = lane >> 3, r = lane & 7;
+      uint32_t b0, b1, b2, b3;
+      ldmatrix_x4(b0, b1, b2, b3, sk + (nn * 16 + r + 8 * (mi >> 1)) * kStride + kk * 16 + 8 * (mi & 1));
+      mma16816<T>(s[2 * nn], qa, b0, b1);
+      mma16816<T>(s[2 * nn + 1], qa, b2, b3);
+    }
+  }
+
+  float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int rr = e >> 1;
+      const int64_t j = n0 + i * 8 + 2 * t + (e & 1);
+      float x = s[i][e];
+      if (softcap > 0.0f) {
+        x = softcap * tanhf(x * scale / softcap) * kLog2e;
+      } else {
+        x *= scale * kLog2e;
+      }
+      if (masked(rr, j)) x = -INFINITY;
+      s[i][e] = x;
+      tile_max[rr] = fmaxf(tile_max[rr], x);
+    }
+  }
+  float corr[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    tile_max[rr] = fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 1));
+    tile_max[rr] = fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 2));
+    const float m_new = fmaxf(row_m[rr], tile_max[rr]);
+    corr[rr] = m_new == -INFINITY ? 1.0f : exp2f(row_m[rr] - m_new);
+    row_m[rr] = m_new;
+  }
+  float tile_sum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int rr = e >> 1;
+      const float p = row_m[rr] == -INFINITY ? 0.0f : exp2f(s[i][e] - row_m[rr]);
+      s[i][e] = p;
+      tile_sum[rr] += p;
+    }
+  }
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) row_l[rr] = row_l[rr] * corr[rr] + tile_sum[rr];
+  if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {  // once the maxima settle, most tiles skip this
+#pragma unroll
+    for (int i = 0; i < HD / 8; ++i) {
+      o[i][0] *= corr[0];
+      o[i][1] *= corr[0];
+      o[i][2] *= corr[1];
+      o[i][3] *= corr[1];
+    }
+  }
+#pragma unroll
+  for (int kk = 0; kk < BN / 16; ++kk) {
+    uint32_t pa[4];
+    pa[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
+    pa[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
+    pa[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+    pa[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+    for (int dd = 0; dd < HD / 16; ++dd) {
+      const int mi = lane >> 3, r = lane & 7;
+      uint32_t b0, b1, b2, b3;
+      ldmatrix_x4_trans(b0, b1, b2, b3, sv + (kk * 16 + r + 8 * (mi & 1)) * kStride + dd * 16 + 8 * (mi >> 1));
+      mma16816<T>(o[2 * dd], pa, b0, b1);
+      mma16816<T>(o[2 * dd + 1], pa, b2, b3);
+    }
+  }
+}
+
+// Merges the kFlashWarps warps' (row_m, row_l, o) of the block's first R mma rows through `scratch`
+// (>= (kFlashWarps * 16 * (2 + HD)) floats, free to overwrite: the caller synchronises before) and
+// calls emit(r, d, acc, M, L) once per row r < R and element d: acc unnormalised, M the row's max in
+// the log2 domain (-INFINITY when it saw no key), L its sum.
+template <int HD, typename Emit>
+__device__ __forceinline__ void decode_merge(float* scratch, int R, const float (&o)[HD / 8][4], float (&row_m)[2],
+                                             float (&row_l)[2], Emit emit) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    row_l[rr] += __shfl_xor_sync(0xffffffffu, row_l[rr], 1);
+    row_l[rr] += __shfl_xor_sync(0xffffffffu, row_l[rr], 2);
+  }
+  float* wm = scratch;
+  float* wl = wm + kFlashWarps * 16;
+  float* wacc = wl + kFlashWarps * 16;  // [warp][16][HD]
+  if (t == 0) {
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      wm[warp * 16 + g + 8 * rr] = row_m[rr];
+      wl[warp * 16 + g + 8 * rr] = row_l[rr];
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < HD / 8; ++i) {
+    const int d = i * 8 + 2 * t;
+    wacc[(warp * 16 + g) * HD + d] = o[i][0];
+    wacc[(warp * 16 + g) * HD + d + 1] = o[i][1];
+    wacc[(warp * 16 + g + 8) * HD + d] = o[i][2];
+    wacc[(warp * 16 + g + 8) * HD + d + 1] = o[i][3];
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < R * HD; idx += blockDim.x) {
+    const int r = idx / HD, d = idx % HD;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kFlashWarps; ++w) M = fmaxf(M, wm[w * 16 + r]);
+    float L = 0.0f, acc = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kFlashWarps; ++w) {
+      const float f = wm[w * 16 + r] == -INFINITY ? 0.0f : exp2f(wm[w * 16 + r] - M);
+      L += wl[w * 16 + r] * f;
+      acc += wacc[(w * 16 + r) * HD + d] * f;
+    }
+    emit(r, d, acc, M, L);
+  }
+}
+
 template <typename T, int HD, int BN>
 __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(DecodeArgs a) {
   extern __shared__ __align__(16) unsigned char decode_smem[];
   constexpr int kStride = HD + 8;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int g = lane >> 2, t = lane & 3;
+  const int g = lane >> 2;
   const int64_t split = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
   const int64_t G = a.Hq / a.Hkv;
   const int R = static_cast<int>(G * a.Lq);  // <= 16
@@ -98,129 +241,16 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
     warp_load_tile<T, HD>(sk, kg + n0 * a.ks[2], a.ks[2], BN, valid, lane);
     warp_load_tile<T, HD>(sv, vg + n0 * a.vs[2], a.vs[2], BN, valid, lane);
     __syncwarp();
-
-    float s[BN / 8][4];
-#pragma unroll
-    for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk) {
-      uint32_t qa[4];
-      ldmatrix_x4(qa[0], qa[1], qa[2], qa[3], sq + (lane & 15) * kStride + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-      for (int nn = 0; nn < BN / 16; ++nn) {
-        const int mi = lane >> 3, r = lane & 7;
-        uint32_t b0, b1, b2, b3;
-        ldmatrix_x4(b0, b1, b2, b3, sk + (nn * 16 + r + 8 * (mi >> 1)) * kStride + kk * 16 + 8 * (mi & 1));
-        mma16816<T>(s[2 * nn], qa, b0, b1);
-        mma16816<T>(s[2 * nn + 1], qa, b2, b3);
-      }
-    }
-
-    float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int i = 0; i < BN / 8; ++i) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int rr = e >> 1;
-        const int64_t j = n0 + i * 8 + 2 * t + (e & 1);
-        float x = s[i][e];
-        if (a.softcap > 0.0f) {
-          x = a.softcap * tanhf(x * a.scale / a.softcap) * kLog2e;
-        } else {
-          x *= a.scale * kLog2e;
-        }
-        if (j < row_lo[rr] || j >= row_hi[rr] || j >= stop) x = -INFINITY;
-        s[i][e] = x;
-        tile_max[rr] = fmaxf(tile_max[rr], x);
-      }
-    }
-    float corr[2];
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      tile_max[rr] = fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 1));
-      tile_max[rr] = fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 2));
-      const float m_new = fmaxf(row_m[rr], tile_max[rr]);
-      corr[rr] = m_new == -INFINITY ? 1.0f : exp2f(row_m[rr] - m_new);
-      row_m[rr] = m_new;
-    }
-    float tile_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int i = 0; i < BN / 8; ++i) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int rr = e >> 1;
-        const float p = row_m[rr] == -INFINITY ? 0.0f : exp2f(s[i][e] - row_m[rr]);
-        s[i][e] = p;
-        tile_sum[rr] += p;
-      }
-    }
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) row_l[rr] = row_l[rr] * corr[rr] + tile_sum[rr];
-#pragma unroll
-    for (int i = 0; i < HD / 8; ++i) {
-      o[i][0] *= corr[0];
-      o[i][1] *= corr[0];
-      o[i][2] *= corr[1];
-      o[i][3] *= corr[1];
-    }
-#pragma unroll
-    for (int kk = 0; kk < BN / 16; ++kk) {
-      uint32_t pa[4];
-      pa[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-      pa[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-      pa[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pa[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
-#pragma unroll
-      for (int dd = 0; dd < HD / 16; ++dd) {
-        const int mi = lane >> 3, r = lane & 7;
-        uint32_t b0, b1, b2, b3;
-        ldmatrix_x4_trans(b0, b1, b2, b3, sv + (kk * 16 + r + 8 * (mi & 1)) * kStride + dd * 16 + 8 * (mi >> 1));
-        mma16816<T>(o[2 * dd], pa, b0, b1);
-        mma16816<T>(o[2 * dd + 1], pa, b2, b3);
-      }
-    }
+    decode_tile<T, HD, BN>(sq, sk, sv, n0, a.scale, a.softcap, o, row_m, row_l, [&](int rr, int64_t j) {
+      return j < row_lo[rr] || j >= row_hi[rr] || j >= stop;
+    });
     __syncwarp();
   }
 
-  // Merge the warps: per warp and row, the max (log2 domain), the sum and the unnormalised acc.
-#pragma unroll
-  for (int rr = 0; rr < 2; ++rr) {
-    row_l[rr] += __shfl_xor_sync(0xffffffffu, row_l[rr], 1);
-    row_l[rr] += __shfl_xor_sync(0xffffffffu, row_l[rr], 2);
-  }
   __syncthreads();  // every warp is done with its K/V tiles: reuse that smem
-  float* wm = reinterpret_cast<float*>(decode_smem + 16 * kStride * sizeof(T));
-  float* wl = wm + kFlashWarps * 16;
-  float* wacc = wl + kFlashWarps * 16;  // [warp][16][HD]
-  if (t == 0) {
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      wm[warp * 16 + g + 8 * rr] = row_m[rr];
-      wl[warp * 16 + g + 8 * rr] = row_l[rr];
-    }
-  }
-#pragma unroll
-  for (int i = 0; i < HD / 8; ++i) {
-    const int d = i * 8 + 2 * t;
-    wacc[(warp * 16 + g) * HD + d] = o[i][0];
-    wacc[(warp * 16 + g) * HD + d + 1] = o[i][1];
-    wacc[(warp * 16 + g + 8) * HD + d] = o[i][2];
-    wacc[(warp * 16 + g + 8) * HD + d + 1] = o[i][3];
-  }
-  __syncthreads();
+  float* scratch = reinterpret_cast<float*>(decode_smem + 16 * kStride * sizeof(T));
   const int64_t rows_total = static_cast<int64_t>(gridDim.z) * a.Hq * a.Lq;
-  for (int idx = threadIdx.x; idx < R * HD; idx += blockDim.x) {
-    const int r = idx / HD, d = idx % HD;
-    float M = -INFINITY;
-#pragma unroll
-    for (int w = 0; w < kFlashWarps; ++w) M = fmaxf(M, wm[w * 16 + r]);
-    float L = 0.0f, acc = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kFlashWarps; ++w) {
-      const float f = wm[w * 16 + r] == -INFINITY ? 0.0f : exp2f(wm[w * 16 + r] - M);
-      L += wl[w * 16 + r] * f;
-      acc += wacc[(w * 16 + r) * HD + d] * f;
-    }
+  decode_merge<HD>(scratch, R, o, row_m, row_l, [&](int r, int d, float acc, float M, float L) {
     const int64_t h = hk * G + r / a.Lq, i = r % a.Lq;
     const int64_t row = (b * a.Hq + h) * a.Lq + i;
     if (a.n_splits == 1) {
@@ -233,7 +263,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
         pp[HD + 1] = L;
       }
     }
-  }
+  });
 }
 
 }  // namespace tern::cuda::kernels

@@ -64,7 +64,7 @@ __device__ __forceinline__ void block_rotate(float* x, int dim, const TurboTable
 }
 
 // One group of an affine row, exactly as AffineRowCodec::encode.
-__device__ void encode_affine_group(const float* x, int n, int bits, uint8_t* codes, uint8_t* scale_out,
+__device__ inline void encode_affine_group(const float* x, int n, int bits, uint8_t* codes, uint8_t* scale_out,
                                     uint8_t* bias_out) {
   float lo = x[0], hi = x[0];
   for (int i = 1; i < n; ++i) {
@@ -87,7 +87,7 @@ __device__ void encode_affine_group(const float* x, int n, int bits, uint8_t* co
 }
 
 // One group of 32 of a TurboQuant key row, exactly as turboquant::encode_key.
-__device__ void encode_turbo_key_group(const float* x, uint8_t* codes, uint8_t* scale_out, uint8_t* zero_out) {
+__device__ inline void encode_turbo_key_group(const float* x, uint8_t* codes, uint8_t* scale_out, uint8_t* zero_out) {
   float lo = x[0], hi = x[0];
   for (int i = 1; i < 32; ++i) {
     lo = x[i] < lo ? x[i] : lo;
@@ -113,7 +113,7 @@ __device__ void encode_turbo_key_group(const float* x, uint8_t* codes, uint8_t* 
 }
 
 // One group of 32 of a rotated TurboQuant value row, exactly as turboquant::encode_rotated_value.
-__device__ void encode_turbo_value_group(const float* r, int bits, const TurboTables& t, uint8_t* codes,
+__device__ inline void encode_turbo_value_group(const float* r, int bits, const TurboTables& t, uint8_t* codes,
                                          uint8_t* scale_out) {
   float ss = 0.0f;
   for (int i = 0; i < 32; ++i) ss = __fadd_rn(ss, __fmul_rn(r[i], r[i]));
