@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "tern/layers/router_tape.h"
 #include "tern/ops/elementwise.h"
 #include "tern/ops/index.h"
 #include "tern/ops/moe.h"
@@ -17,10 +18,16 @@ RouterChoice route_top_k(const Tensor& logits, int64_t k, bool renormalize) {
              logits.defined() ? shape_str(logits.shape()) : std::string("an undefined tensor"));
   TERN_CHECK(k >= 1 && k <= logits.size(1), "[moe] expected top-k in [1, {}], got {}", logits.size(1), k);
   Tensor lf = logits.dtype() == Dtype::f32 ? logits : ops::cast(logits, Dtype::f32);
-  ops::TopK top = ops::topk(ops::softmax(lf, -1), k, -1);
+  Tensor probs = ops::softmax(lf, -1);
+  RouterTape* tape = RouterTape::active();
+  RouterChoice forced;
+  if (tape && tape->take(probs, k, renormalize, forced)) return forced;
+  ops::TopK top = ops::topk(probs, k, -1);
   Tensor w = top.values;
   if (renormalize) w = ops::div(w, ops::sum(w, -1, true));
-  return RouterChoice{w.contiguous(), top.indices.contiguous()};
+  RouterChoice c{w.contiguous(), top.indices.contiguous()};
+  if (tape) tape->put(c.experts);
+  return c;
 }
 
 StackedExperts StackedExperts::load(const WeightLoader& w, int64_t n_expert, int64_t hidden, int64_t inter) {
