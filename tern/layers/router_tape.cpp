@@ -48,7 +48,7 @@ bool RouterTape::take(const Tensor& probs, int64_t k, bool renormalize, RouterCh
   const Choice& c = choices_[cursor_++];
   TERN_CHECK(c.T == T && c.k == k, "[router tape] expected routing {} as recorded ([{}, {}]), got [{}, {}]", cursor_,
              c.T, c.k, T, k);
-  const std::vector<float> p = probs.to_f32_vector();  // [T, E]
+  const std::vector<float> p = probs.to(Device::cpu()).to_f32_vector();  // [T, E]
   std::vector<float> w(static_cast<size_t>(T * k));
   for (int64_t t = 0; t < T; ++t) {
     float sum = 0;

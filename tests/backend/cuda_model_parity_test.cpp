@@ -1,7 +1,7 @@
 // Model parity Tier 2 (DESIGN.md §4): every fixture model the CUDA path supports, on the GPU in bf16
 // against the CPU path on the same weights — NMSE of logits <= 1e-4, mean KL <= 1e-3, and greedy
 // tokens equal wherever the CPU's top-2 margin exceeds 0.05 (decoding through the CUDA caches, up to
-// the first step below that margin). On these tiny random-weight fixtures bf16 rounding alone sits at
+// the first step below that margin; see near_tie_margin for models whose bf16 logits move further). On these tiny random-weight fixtures bf16 rounding alone sits at
 // the NMSE bound: transformers' own bf16 logits are 5.6e-5 .. 1.6e-4 from its f32 ones
 // (hf_bf16_noise.json beside each fixture, measured by bench/hf_bf16_noise.py), so a prompt's bound
 // is max(1e-4, 2 x that peer figure). Where a fixture has no such file yet (qwen3_5, gemma4, the MoE
@@ -169,11 +169,27 @@ TEST_P(CudaModelParity, FullForwardLogits) {
   }
 }
 
+// A near-tie is a top-2 margin within reach of bf16 rounding: 0.05, or twice the largest logit
+// difference between the CPU's own bf16 and f32 passes over the prompt (under one routing) where that is
+// larger -- on qwen3_5_moe it reaches 0.1-0.2.
+float near_tie_margin(const Model& f32, const Model& bf16, const std::vector<int32_t>& ids) {
+  CacheList a = f32.make_caches(), b = bf16.make_caches();
+  RouterTape tape;
+  Tensor x, y;
+  tape.record([&] { x = f32.forward(ids_tensor(ids), a, true).contiguous(); });
+  tape.replay([&] { y = bf16.forward(ids_tensor(ids), b, true).contiguous(); });
+  float d = 0;
+  for (int64_t i = 0; i < x.numel(); ++i) d = std::max(d, std::fabs(x.data<float>()[i] - y.data<float>()[i]));
+  return std::max(kMargin, 2.0f * d);
+}
+
 TEST_P(CudaModelParity, GreedyDecodeThroughCudaCaches) {
   const int64_t V = cpu_->vocab_size();
+  auto cpu_bf16 = load_model(dir_, LoadOptions{Device::cpu(), Dtype::bf16});
   int compared = 0;
   for (size_t p = 0; p < meta_["prompts"].size(); ++p) {
     std::vector<int32_t> ids = meta_["prompts"][p].get<std::vector<int32_t>>();
+    const float margin = near_tie_margin(*cpu_, *cpu_bf16, ids);
     CacheList cc = cpu_->make_caches(), gc = gpu_->make_caches();
     RouterTape tape;  // each CPU pass records its routing, the GPU's next pass replays it
     Tensor want, got;
@@ -181,7 +197,7 @@ TEST_P(CudaModelParity, GreedyDecodeThroughCudaCaches) {
     tape.replay([&] { got = gpu_->forward(ids_tensor(ids), gc, false).contiguous(); });
     for (int step = 0; step < 24; ++step) {
       const float *w = want.data<float>(), *g = got.data<float>();
-      if (top2_margin(w, V) <= kMargin) break;  // a near-tie in bf16 may flip; stop here
+      if (top2_margin(w, V) <= margin) break;  // a near-tie in bf16 may flip; stop here
       int32_t token = argmax(w, V);
       ASSERT_EQ(argmax(g, V), token) << GetParam() << " prompt " << p << " step " << step;
       ++compared;
