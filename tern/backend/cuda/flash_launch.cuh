@@ -1,4 +1,4 @@
-// run_flash<HD, BN> / run_decode<HD, BN>: the templated launchers of the tensor-core prefill and
+// run_flash<HD, BN> / run_decode<HD, BN, STAGES>: the templated launchers of the tensor-core prefill and
 // decode kernels; each head dim is instantiated in its own attention_flash_<HD>.cu so the instances
 // compile in parallel.
 #pragma once
@@ -48,14 +48,14 @@ void run_flash(Dtype dt, const SdpaParams& p, cudaStream_t s) {
   }
 }
 
-template <typename T, int HD, int BN>
+template <typename T, int HD, int BN, int STAGES>
 void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s) {
   constexpr size_t q_bytes = 16 * (HD + 8) * sizeof(T);
-  constexpr size_t kv_bytes = kernels::kFlashWarps * 2 * BN * (HD + 8) * sizeof(T);
+  constexpr size_t kv_bytes = kernels::kFlashWarps * STAGES * 2 * BN * (HD + 8) * sizeof(T);
   constexpr size_t merge_bytes = (kernels::kFlashWarps * 16 * 2 + kernels::kFlashWarps * 16 * HD) * sizeof(float);
   constexpr size_t smem = q_bytes + (kv_bytes > merge_bytes ? kv_bytes : merge_bytes);
   static const bool configured = [] {
-    TERN_CUDA_CHECK(cudaFuncSetAttribute(kernels::attention_decode_kernel<T, HD, BN>,
+    TERN_CUDA_CHECK(cudaFuncSetAttribute(kernels::attention_decode_kernel<T, HD, BN, STAGES>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     return true;
   }();
@@ -76,7 +76,7 @@ void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, cudaS
   a.kv_len = p.kv_len;
   a.n_splits = n_splits;
   dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
-  kernels::attention_decode_kernel<T, HD, BN><<<grid, kernels::kFlashWarps * 32, smem, s>>>(a);
+  kernels::attention_decode_kernel<T, HD, BN, STAGES><<<grid, kernels::kFlashWarps * 32, smem, s>>>(a);
   TERN_CUDA_CHECK_LAUNCH();
   if (n_splits > 1) {
     const int64_t rows = p.B * p.Hq * p.Lq;
@@ -86,12 +86,12 @@ void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, cudaS
   }
 }
 
-template <int HD, int BN>
+template <int HD, int BN, int STAGES>
 void run_decode(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s) {
   if (dt == Dtype::bf16) {
-    run_decode_typed<__nv_bfloat16, HD, BN>(p, n_splits, workspace, s);
+    run_decode_typed<__nv_bfloat16, HD, BN, STAGES>(p, n_splits, workspace, s);
   } else {
-    run_decode_typed<__half, HD, BN>(p, n_splits, workspace, s);
+    run_decode_typed<__half, HD, BN, STAGES>(p, n_splits, workspace, s);
   }
 }
 

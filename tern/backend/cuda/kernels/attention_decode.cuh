@@ -41,6 +41,21 @@ __device__ __forceinline__ void warp_load_tile(T* smem, const T* g, int64_t stri
 // elements): the scores of the 16 mma query rows in sq (log2 domain, scaled and soft-capped), the
 // mask, the online-softmax update of (row_m, row_l) and P V accumulated into o. The lane's query rows
 // are g and g + 8 (g = lane / 4); masked(rr, j) says whether key j is hidden from row g + 8 * rr.
+// warp_load_tile with cp.async (zero-fill past `valid`); the caller commits and waits.
+template <typename T, int HD>
+__device__ __forceinline__ void warp_load_tile_async(T* smem, const T* g, int64_t stride, int rows, int valid,
+                                                     int lane) {
+  constexpr int kPerRow = HD / 8;
+#pragma unroll 4
+  for (int idx = lane; idx < rows * kPerRow; idx += 32) {
+    const int r = idx / kPerRow, c = (idx % kPerRow) * 8;
+    const bool in = r < valid;
+    const T* src = in ? g + r * stride + c : g;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(smem + r * (HD + 8) + c)),
+                 "l"(src), "r"(in ? 16 : 0));
+  }
+}
+
 template <typename T, int HD, int BN, typename Masked>
 __device__ __forceinline__ void decode_tile(const T* sq, const T* sk, const T* sv, int64_t n0, float scale, float softcap,
                                             float (&o)[HD / 8][4], float (&row_m)[2], float (&row_l)[2],
@@ -180,7 +195,9 @@ __device__ __forceinline__ void decode_merge(float* scratch, int R, const float 
   }
 }
 
-template <typename T, int HD, int BN>
+// STAGES 2: each warp's next K/V tile is in flight (cp.async) while the current one is read; 1: loaded
+// synchronously (for wide heads, whose double buffers would cost occupancy).
+template <typename T, int HD, int BN, int STAGES>
 __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(DecodeArgs a) {
   extern __shared__ __align__(16) unsigned char decode_smem[];
   constexpr int kStride = HD + 8;
@@ -191,8 +208,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
   const int R = static_cast<int>(G * a.Lq);  // <= 16
 
   T* sq = reinterpret_cast<T*>(decode_smem);
-  T* sk = sq + 16 * kStride + warp * 2 * BN * kStride;
-  T* sv = sk + BN * kStride;
+  T* tiles = sq + 16 * kStride + warp * STAGES * 2 * BN * kStride;  // per stage: K tile, then V tile
 
   // Query rows r = gi * Lq + i for query head hk * G + gi.
   for (int idx = threadIdx.x; idx < 16 * (HD / 8); idx += blockDim.x) {
@@ -234,17 +250,41 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
   for (int i = 0; i < HD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
 
-  for (int64_t n0 = start + warp * BN; n0 < stop; n0 += kFlashWarps * BN) {
-    // Keys past hi_max (<= kv_len) may be uninitialised storage (a compiled step reads a span of the
-    // cache beyond its length): load zeros there so masked keys cannot bring NaN into P V.
-    const int valid = static_cast<int>(min(static_cast<int64_t>(BN), hi_max - n0));
-    warp_load_tile<T, HD>(sk, kg + n0 * a.ks[2], a.ks[2], BN, valid, lane);
-    warp_load_tile<T, HD>(sv, vg + n0 * a.vs[2], a.vs[2], BN, valid, lane);
-    __syncwarp();
-    decode_tile<T, HD, BN>(sq, sk, sv, n0, a.scale, a.softcap, o, row_m, row_l, [&](int rr, int64_t j) {
-      return j < row_lo[rr] || j >= row_hi[rr] || j >= stop;
-    });
-    __syncwarp();
+  // Keys past hi_max (<= kv_len) may be uninitialised storage (a compiled step reads a span of the
+  // cache beyond its length): zeros are loaded there so masked keys cannot bring NaN into P V.
+  auto masked = [&](int rr, int64_t j) { return j < row_lo[rr] || j >= row_hi[rr] || j >= stop; };
+  const int64_t first = start + warp * BN, step = kFlashWarps * BN;
+  if constexpr (STAGES == 2) {
+    auto issue = [&](int64_t n0, int buf) {
+      const int valid = static_cast<int>(min(static_cast<int64_t>(BN), hi_max - n0));
+      T* sk = tiles + buf * 2 * BN * kStride;
+      warp_load_tile_async<T, HD>(sk, kg + n0 * a.ks[2], a.ks[2], BN, valid, lane);
+      warp_load_tile_async<T, HD>(sk + BN * kStride, vg + n0 * a.vs[2], a.vs[2], BN, valid, lane);
+    };
+    if (first < stop) issue(first, 0);
+    cp_async_commit();
+    int buf = 0;
+    for (int64_t n0 = first; n0 < stop; n0 += step, buf ^= 1) {
+      if (n0 + step < stop) issue(n0 + step, buf ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+      __syncwarp();
+      const T* sk = tiles + buf * 2 * BN * kStride;
+      decode_tile<T, HD, BN>(sq, sk, sk + BN * kStride, n0, a.scale, a.softcap, o, row_m, row_l, masked);
+      __syncwarp();  // the buffer is refilled two tiles on
+    }
+    cp_async_wait<0>();
+  } else {
+    T* sk = tiles;
+    T* sv = tiles + BN * kStride;
+    for (int64_t n0 = first; n0 < stop; n0 += step) {
+      const int valid = static_cast<int>(min(static_cast<int64_t>(BN), hi_max - n0));
+      warp_load_tile<T, HD>(sk, kg + n0 * a.ks[2], a.ks[2], BN, valid, lane);
+      warp_load_tile<T, HD>(sv, vg + n0 * a.vs[2], a.vs[2], BN, valid, lane);
+      __syncwarp();
+      decode_tile<T, HD, BN>(sq, sk, sv, n0, a.scale, a.softcap, o, row_m, row_l, masked);
+      __syncwarp();
+    }
   }
 
   __syncthreads();  // every warp is done with its K/V tiles: reuse that smem
