@@ -148,8 +148,9 @@ void CacheWriter::put_tensor(const std::string& name, const Tensor& t) {
   add(std::move(e));
 }
 
-CacheReader::CacheReader(std::string where, const std::vector<CacheEntry>& entries, const uint8_t* payload)
-    : where_(std::move(where)), entries_(entries), payload_(payload) {}
+CacheReader::CacheReader(std::string where, const std::vector<CacheEntry>& entries, const uint8_t* payload,
+                         Device device)
+    : where_(std::move(where)), entries_(entries), payload_(payload), device_(device) {}
 
 void CacheReader::fail(const std::string& what) const { TERN_THROW("[prompt-cache] {}: {}", where_, what); }
 
@@ -181,7 +182,7 @@ Tensor CacheReader::get_tensor(const std::string& name) const {
   const CacheEntry& e = find(name, CacheEntry::tensor);
   Tensor t = Tensor::empty(e.shape, e.dtype);
   if (e.size > 0) std::memcpy(t.data_ptr(), payload_ + e.offset, e.size);
-  return t;
+  return device_.is_cpu() ? t : t.to(device_);
 }
 
 void CacheReader::expect(const std::string& name, const std::string& here) const {
@@ -370,7 +371,7 @@ void save_cache_file(const std::string& path, const CacheFileIdentity& identity,
 }
 
 CacheFileContents load_cache_file(const std::string& path, const CacheFileIdentity& identity,
-                                  std::vector<std::unique_ptr<Cache>>& caches) {
+                                  std::vector<std::unique_ptr<Cache>>& caches, Device device) {
   std::ifstream in(path, std::ios::binary);
   TERN_CHECK(in.good(), "[prompt-cache] {}: cannot open the file", path);
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -391,7 +392,7 @@ CacheFileContents load_cache_file(const std::string& path, const CacheFileIdenti
     TERN_CHECK(r.signature.empty() == !caches[i], "[prompt-cache] {} differs from this run: {}", where,
                caches[i] ? "this run has a cache there" : "this run has none there");
     if (!caches[i]) continue;
-    CacheReader reader(where, r.entries, f.payload);
+    CacheReader reader(where, r.entries, f.payload, device);
     caches[i]->load(reader);
     if (caches[i]->signature() != r.signature)
       reader.fail("differs from this run: the storage loaded as " + caches[i]->signature());

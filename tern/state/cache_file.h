@@ -55,13 +55,17 @@ class CacheWriter {
 // "[prompt-cache] <file>: <record>: ..." for a missing name or a wrong type.
 class CacheReader {
  public:
-  CacheReader(std::string where, const std::vector<CacheEntry>& entries, const uint8_t* payload);
+  // Tensors come back on `device` (the caches' own: a file is device-independent).
+  CacheReader(std::string where, const std::vector<CacheEntry>& entries, const uint8_t* payload,
+              Device device = Device::cpu());
   bool has(const std::string& name) const;
   int64_t get_int(const std::string& name) const;
   std::string get_string(const std::string& name) const;
   std::vector<uint8_t> get_bytes(const std::string& name) const;
-  // A new CPU tensor holding the stored values.
+  // A new tensor on the reader's device holding the stored values.
   Tensor get_tensor(const std::string& name) const;
+  // Where the caches being loaded keep their storage.
+  const Device& device() const { return device_; }
   // Throws "[prompt-cache] <where> differs from this run: <name> is <stored> in the file, <here> in
   // this run" unless the stored value equals here.
   void expect(const std::string& name, const std::string& here) const;
@@ -75,6 +79,7 @@ class CacheReader {
   std::string where_, prefix_;
   const std::vector<CacheEntry>& entries_;
   const uint8_t* payload_;
+  Device device_;
 };
 
 // Who may read a file: hashes computed by the caller (engine/CLI), compared as strings.
@@ -112,8 +117,9 @@ struct CacheFileContents {
 
 // Loads path into fresh caches (as make_caches builds them for the same options). Throws one
 // "[prompt-cache] <path>: ..." error when the file is unreadable, truncated or corrupted, comes from
-// another model or tokenizer, or holds another storage scheme than caches.
+// another model or tokenizer, or holds another storage scheme than caches. The caches' tensors land on
+// `device` (the model's); the logits stay on the CPU.
 CacheFileContents load_cache_file(const std::string& path, const CacheFileIdentity& identity,
-                                  std::vector<std::unique_ptr<Cache>>& caches);
+                                  std::vector<std::unique_ptr<Cache>>& caches, Device device = Device::cpu());
 
 }  // namespace tern

@@ -391,9 +391,26 @@ void QuantizedKVCache::load(CacheReader& in) {
   rows_ = rows;
   key_row_bytes_ = krb;
   value_row_bytes_ = vrb;
+  device_keys_ = device_values_ = Tensor();
+  if (in.device().is_cpu()) {
+    offset_ = n;
+    keys_ = std::move(k);
+    values_ = std::move(v);
+    return;
+  }
+  // A GPU run: the packed rows go straight to device storage.
+  keys_.clear();
+  values_.clear();
+  offset_ = 0;
+  grow_device(n, in.device());
   offset_ = n;
-  keys_ = std::move(k);
-  values_ = std::move(v);
+  if (n == 0) return;
+  for (bool keys : {true, false}) {
+    const std::vector<uint8_t>& bytes = keys ? k : v;
+    Tensor host = Tensor::empty({n, batch, heads, keys ? krb : vrb}, Dtype::u8);
+    std::memcpy(host.data_ptr(), bytes.data(), bytes.size());
+    (keys ? device_keys_ : device_values_).slice(0, 0, n).copy_from(host);
+  }
 }
 
 }  // namespace tern

@@ -118,8 +118,8 @@ void RingKVCache::load(CacheReader& in) {
                         shape_str(v.shape())));
   // Slot p % window for position p, as appends leave it: the whole window once wrapped, else [0, n).
   const int64_t cap = n >= window_ ? window_ : n;
-  keys_ = Tensor::empty({k.size(0), k.size(1), cap, k.size(3)}, k.dtype());
-  values_ = Tensor::empty({v.size(0), v.size(1), cap, v.size(3)}, v.dtype());
+  keys_ = Tensor::empty({k.size(0), k.size(1), cap, k.size(3)}, k.dtype(), k.device());
+  values_ = Tensor::empty({v.size(0), v.size(1), cap, v.size(3)}, v.dtype(), v.device());
   offset_ = n;
   write(keys_, k);
   write(values_, v);
