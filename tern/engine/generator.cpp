@@ -51,7 +51,8 @@ GenerateResult generate(const Model& model, const std::vector<int32_t>& prompt, 
   int64_t done = 0;
   if (!options.prompt_cache_load.empty()) {
     const std::string& path = options.prompt_cache_load;
-    CacheFileContents c = load_cache_file(path, options.prompt_cache_identity, caches, model.options().device);
+    CacheFileContents c = load_cache_file(path, options.prompt_cache_identity, caches, model.options().device,
+                                          model.options().dtype);
     const int64_t m = static_cast<int64_t>(c.ids.size());
     TERN_CHECK(m <= n, "[prompt-cache] {}: expected a prompt that starts with the file's {} tokens, got {} tokens", path,
                m, n);

@@ -149,8 +149,13 @@ void CacheWriter::put_tensor(const std::string& name, const Tensor& t) {
 }
 
 CacheReader::CacheReader(std::string where, const std::vector<CacheEntry>& entries, const uint8_t* payload,
-                         Device device)
-    : where_(std::move(where)), entries_(entries), payload_(payload), device_(device) {}
+                         Device device, std::optional<Dtype> activations)
+    : where_(std::move(where)), entries_(entries), payload_(payload), device_(device), activations_(activations) {}
+
+void CacheReader::expect_activations(const std::string& what, Dtype stored) const {
+  if (activations_ && *activations_ != stored)
+    fail(fmt::format("holds {} in {}, this run computes in {}", what, dtype_name(stored), dtype_name(*activations_)));
+}
 
 void CacheReader::fail(const std::string& what) const { TERN_THROW("[prompt-cache] {}: {}", where_, what); }
 
@@ -371,7 +376,8 @@ void save_cache_file(const std::string& path, const CacheFileIdentity& identity,
 }
 
 CacheFileContents load_cache_file(const std::string& path, const CacheFileIdentity& identity,
-                                  std::vector<std::unique_ptr<Cache>>& caches, Device device) {
+                                  std::vector<std::unique_ptr<Cache>>& caches, Device device,
+                                  std::optional<Dtype> activations) {
   std::ifstream in(path, std::ios::binary);
   TERN_CHECK(in.good(), "[prompt-cache] {}: cannot open the file", path);
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -392,7 +398,7 @@ CacheFileContents load_cache_file(const std::string& path, const CacheFileIdenti
     TERN_CHECK(r.signature.empty() == !caches[i], "[prompt-cache] {} differs from this run: {}", where,
                caches[i] ? "this run has a cache there" : "this run has none there");
     if (!caches[i]) continue;
-    CacheReader reader(where, r.entries, f.payload, device);
+    CacheReader reader(where, r.entries, f.payload, device, activations);
     caches[i]->load(reader);
     if (caches[i]->signature() != r.signature)
       reader.fail("differs from this run: the storage loaded as " + caches[i]->signature());

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,9 +56,10 @@ class CacheWriter {
 // "[prompt-cache] <file>: <record>: ..." for a missing name or a wrong type.
 class CacheReader {
  public:
-  // Tensors come back on `device` (the caches' own: a file is device-independent).
+  // Tensors come back on `device` (the caches' own: a file is device-independent); `activations`, when
+  // given, is the dtype this run computes in (unquantized storage must hold it).
   CacheReader(std::string where, const std::vector<CacheEntry>& entries, const uint8_t* payload,
-              Device device = Device::cpu());
+              Device device = Device::cpu(), std::optional<Dtype> activations = std::nullopt);
   bool has(const std::string& name) const;
   int64_t get_int(const std::string& name) const;
   std::string get_string(const std::string& name) const;
@@ -66,6 +68,9 @@ class CacheReader {
   Tensor get_tensor(const std::string& name) const;
   // Where the caches being loaded keep their storage.
   const Device& device() const { return device_; }
+  // Fails with "holds <what> in <stored dtype>, this run computes in <dtype>" unless the run's
+  // activation dtype is unknown or equals stored.
+  void expect_activations(const std::string& what, Dtype stored) const;
   // Throws "[prompt-cache] <where> differs from this run: <name> is <stored> in the file, <here> in
   // this run" unless the stored value equals here.
   void expect(const std::string& name, const std::string& here) const;
@@ -80,6 +85,7 @@ class CacheReader {
   const std::vector<CacheEntry>& entries_;
   const uint8_t* payload_;
   Device device_;
+  std::optional<Dtype> activations_;
 };
 
 // Who may read a file: hashes computed by the caller (engine/CLI), compared as strings.
@@ -118,8 +124,10 @@ struct CacheFileContents {
 // Loads path into fresh caches (as make_caches builds them for the same options). Throws one
 // "[prompt-cache] <path>: ..." error when the file is unreadable, truncated or corrupted, comes from
 // another model or tokenizer, or holds another storage scheme than caches. The caches' tensors land on
-// `device` (the model's); the logits stay on the CPU.
+// `device` (the model's); the logits stay on the CPU. With `activations` (the model's compute dtype), a
+// file whose unquantized storage holds another dtype (a CPU run's f32 in a bf16 GPU run) is refused.
 CacheFileContents load_cache_file(const std::string& path, const CacheFileIdentity& identity,
-                                  std::vector<std::unique_ptr<Cache>>& caches, Device device = Device::cpu());
+                                  std::vector<std::unique_ptr<Cache>>& caches, Device device = Device::cpu(),
+                                  std::optional<Dtype> activations = std::nullopt);
 
 }  // namespace tern

@@ -102,6 +102,7 @@ void PlainKVCache::load(CacheReader& in) {
   offset_ = 0;
   if (n <= 0) return;
   Tensor k = in.get_tensor("keys"), v = in.get_tensor("values");
+  in.expect_activations("keys", k.dtype());
   if (k.rank() != 4 || v.rank() != 4 || k.size(2) != n || v.size(2) != n || k.size(0) != v.size(0) ||
       k.size(1) != v.size(1) || k.dtype() != v.dtype())
     in.fail(fmt::format("expected keys and values [B, Hkv, {}, D], got {} and {}", n, shape_str(k.shape()),

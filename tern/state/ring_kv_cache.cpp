@@ -112,6 +112,7 @@ void RingKVCache::load(CacheReader& in) {
   if (n <= 0) return;
   const int64_t held = std::min(n, window_);
   Tensor k = in.get_tensor("keys"), v = in.get_tensor("values");
+  in.expect_activations("keys", k.dtype());
   if (k.rank() != 4 || v.rank() != 4 || k.size(2) != held || v.size(2) != held || k.size(0) != v.size(0) ||
       k.size(1) != v.size(1) || k.dtype() != v.dtype())
     in.fail(fmt::format("expected keys and values [B, Hkv, {}, D], got {} and {}", held, shape_str(k.shape()),

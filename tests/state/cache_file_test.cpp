@@ -304,3 +304,37 @@ TEST(CacheFile, Fnv1aKnownValues) {
 
 }  // namespace
 }  // namespace tern
+
+namespace tern {
+namespace {
+
+// A run that computes in another dtype than the file's unquantized storage (a CPU run's f32 file read by a
+// bf16 GPU run) is refused at load with one message, before any append could mix the two.
+TEST(CacheFile, RefusesStorageOfAnotherActivationDtype) {
+  for (int ring = 0; ring < 2; ++ring) {
+    auto make = [&]() -> std::unique_ptr<Cache> {
+      if (ring) return std::make_unique<RingKVCache>(4);
+      return std::make_unique<PlainKVCache>();
+    };
+    std::vector<std::unique_ptr<Cache>> original;
+    original.push_back(make());
+    static_cast<KVCache&>(*original[0]).append(randn({1, 2, 3, 8}, 5), randn({1, 2, 3, 8}, 6), AppendPhase::window);
+    const std::string path = temp_path(ring ? "dtype-ring" : "dtype-plain");
+    save_cache_file(path, kId, {1, 2, 3}, Tensor(), original);
+    std::vector<std::unique_ptr<Cache>> same, other;
+    same.push_back(make());
+    other.push_back(make());
+    EXPECT_NO_THROW(load_cache_file(path, kId, same, Device::cpu(), Dtype::f32));
+    try {
+      load_cache_file(path, kId, other, Device::cpu(), Dtype::bf16);
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("holds keys in f32, this run computes in bf16"), std::string::npos)
+          << e.what();
+    }
+    std::remove(path.c_str());
+  }
+}
+
+}  // namespace
+}  // namespace tern
