@@ -42,22 +42,9 @@ namespace {
 
 template <typename T, int EPL>
 void launch_attention(const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace, cudaStream_t s) {
-  kernels::KVAttnArgs a;
-  a.q = p.q;
-  a.qs[0] = p.qs[0], a.qs[1] = p.qs[1];
-  a.k_rows = p.k_rows, a.v_rows = p.v_rows;
-  a.k_new = p.k_new, a.v_new = p.v_new;
-  a.lengths = p.lengths;
-  for (int i = 0; i < 2; ++i) a.kns[i] = p.kns[i], a.vns[i] = p.vns[i];
-  a.partial = workspace;
-  a.B = p.B, a.Hq = p.Hq, a.Hkv = p.Hkv, a.S = p.S;
-  a.chunk = p.chunk;
-  a.n_splits = n_splits;
   constexpr int GC = kernels::kv_attn_heads<EPL>();
   const int64_t G = p.Hq / p.Hkv;
-  a.n_head_chunks = static_cast<int>((G + GC - 1) / GC);
-  a.scale = p.scale, a.softcap = p.softcap;
-  a.kc = p.kc, a.vc = p.vc;
+  const KVAttnArgs a = kv_attn_args(p, workspace, n_splits, static_cast<int>((G + GC - 1) / GC));
   const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv * a.n_head_chunks),
                   static_cast<unsigned>(p.B));
   kernels::kv_decode_attention_kernel<T, EPL><<<grid, kernels::kKVAttnWarps * 32, 0, s>>>(a, t);

@@ -10,6 +10,7 @@
 
 namespace tern::cuda {
 
+using kernels::KVAttnArgs;
 using kernels::KVCodecArgs;
 using kernels::TurboTables;
 
@@ -36,6 +37,26 @@ struct KVAttnLaunch {
   float scale = 1.0f, softcap = 0.0f;
   KVCodecArgs kc, vc;
 };
+// The kernels' arguments for p with `n_splits` key splits writing partials to workspace; n_head_chunks
+// is the number of blocks one kv head's query heads take.
+inline KVAttnArgs kv_attn_args(const KVAttnLaunch& p, float* workspace, int n_splits, int n_head_chunks) {
+  KVAttnArgs a{};
+  a.q = p.q;
+  a.qs[0] = p.qs[0], a.qs[1] = p.qs[1];
+  a.k_rows = p.k_rows, a.v_rows = p.v_rows;
+  a.k_new = p.k_new, a.v_new = p.v_new;
+  a.lengths = p.lengths;
+  for (int i = 0; i < 2; ++i) a.kns[i] = p.kns[i], a.vns[i] = p.vns[i];
+  a.partial = workspace;
+  a.B = p.B, a.Hq = p.Hq, a.Hkv = p.Hkv, a.S = p.S;
+  a.chunk = p.chunk;
+  a.n_splits = n_splits;
+  a.n_head_chunks = n_head_chunks;
+  a.scale = p.scale, a.softcap = p.softcap;
+  a.kc = p.kc, a.vc = p.vc;
+  return a;
+}
+
 // Heads of one kv head's query group that one block serves, for head dim D.
 int kv_attention_heads_per_block(int64_t D);
 // workspace: n_splits * B * Hq * (D + 2) floats; n_splits * chunk must cover S (+ 1 new) keys.

@@ -12,22 +12,6 @@ namespace tern::cuda::kernels {
 
 constexpr int kKVAttnWarps = 4;
 
-struct KVAttnArgs {
-  const void* q;  // [B, Hq, 1, D], strides (b, h), last dim contiguous
-  int64_t qs[2];
-  const uint8_t* k_rows;  // [S, B, Hkv, row bytes]
-  const uint8_t* v_rows;
-  const void* k_new;  // [B, Hkv, 1, D] or nullptr, strides (b, h)
-  const void* v_new;
-  const int32_t* lengths;  // [B]: row b reads its first lengths[b] (clamped to S) stored keys; nullptr: all S
-  int64_t kns[2], vns[2];
-  float* partial;  // [n_splits, B * Hq, D + 2]
-  int64_t B, Hq, Hkv, S, chunk;  // keys [split * chunk, ...) of the S (+1 with k_new) visible ones
-  int n_splits, n_head_chunks;
-  float scale, softcap;
-  KVCodecArgs kc, vc;
-};
-
 // Query heads per block for EPL elements per lane (keeps q and acc at <= 32 registers each).
 template <int EPL>
 constexpr int kv_attn_heads() { return EPL <= 4 ? 8 : 32 / EPL; }
