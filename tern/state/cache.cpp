@@ -1,6 +1,8 @@
 // Shared helpers of the cache contract.
 #include "tern/state/cache.h"
 
+#include <algorithm>
+
 #include "tern/ops/attention.h"
 
 #include "tern/base/error.h"
@@ -85,6 +87,47 @@ Tensor uniform_positions(int64_t offset, int64_t n) {
   int32_t* d = p.data<int32_t>();
   for (int64_t i = 0; i < n; ++i) d[i] = static_cast<int32_t>(offset + i);
   return p;
+}
+
+
+void Cache::spec_round_begin() {
+  TERN_CHECK(round_start_ < 0, "[kv_cache] expected no speculative round in progress on {}, got one begun at {}",
+             signature(), round_start_);
+  round_start_ = offset();
+}
+
+void Cache::spec_round_commit() {
+  TERN_CHECK(round_start_ >= 0, "[kv_cache] expected a speculative round to commit on {}, got none", signature());
+  round_start_ = -1;
+}
+
+int64_t Cache::check_spec_rollback(int64_t keep) const {
+  TERN_CHECK(round_start_ >= 0, "[kv_cache] expected a speculative round to roll back on {}, got none", signature());
+  const int64_t drafted = offset() - round_start_;
+  TERN_CHECK(keep >= 0 && keep <= drafted, "[kv_cache] expected to keep 0..{} drafted positions, got {}", drafted,
+             keep);
+  return drafted;
+}
+
+int64_t Cache::spec_round_rollback(int64_t keep) {
+  const int64_t drafted = check_spec_rollback(keep);
+  if (drafted > keep) {
+    TERN_CHECK(is_trimmable(), "[kv_cache] storage {} cannot drop drafted positions now (it cannot be trimmed)",
+               signature());
+    trim(drafted - keep);
+  }
+  round_start_ = -1;
+  return 0;
+}
+
+int64_t spec_round_rollback_all(std::vector<std::unique_ptr<Cache>>& caches, int64_t keep) {
+  bool cuts = true;
+  for (const auto& c : caches)
+    if (c && !c->spec_round_cuts_draft()) cuts = false;
+  int64_t replay = 0;
+  for (auto& c : caches)
+    if (c) replay = std::max(replay, c->spec_round_rollback(cuts ? keep : 0));
+  return cuts ? replay : keep;
 }
 
 }  // namespace tern

@@ -5,6 +5,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tern/core/tensor.h"
 #include "tern/ops/rope.h"
@@ -71,7 +72,35 @@ class Cache {
   // outlive the attachment. Throws "[kv_cache] ... compiled decode ..." without support.
   virtual void attach_step(const DeviceStep* step);
   virtual void advance(int64_t n);
+
+  // Speculative rounds (DESIGN.md §3). spec_round_begin() marks offset(); the appends that follow are a
+  // draft until spec_round_commit() accepts it, or spec_round_rollback(keep) keeps its first `keep`
+  // positions and drops the rest. No precision transition happens inside a round: a bf16-first storage
+  // converts at the commit or rollback that ends it. Where a storage can only return to its state at
+  // begin (a recurrent state: spec_round_cuts_draft() false), rollback(keep) does that and returns
+  // `keep`, the kept positions the caller must append again; otherwise it returns 0. The defaults cut
+  // the draft by trim() (overridden where a storage cannot trim, e.g. a ring that has wrapped).
+  // Throws "[kv_cache] ..." for a round not begun or begun twice, and keep outside [0, drafted].
+  virtual void spec_round_begin();
+  virtual void spec_round_commit();
+  virtual int64_t spec_round_rollback(int64_t keep);
+  virtual bool spec_round_cuts_draft() const { return true; }
+  bool in_spec_round() const { return round_start_ >= 0; }
+
+ protected:
+  // Checks that a round is open and 0 <= keep <= the positions drafted since begin; returns those.
+  int64_t check_spec_rollback(int64_t keep) const;
+  void end_spec_round() { round_start_ = -1; }
+  int64_t spec_round_start() const { return round_start_; }
+
+ private:
+  int64_t round_start_ = -1;  // offset() at spec_round_begin(); -1 outside a round
 };
+
+// Rolls every cache of one model back to `keep` drafted positions (null entries, e.g. KV-sharing layers,
+// skipped). Where any storage can only return to its state at begin, every cache drops the whole
+// draft instead and the caller must append the `keep` kept tokens again: returns how many (0 or keep).
+int64_t spec_round_rollback_all(std::vector<std::unique_ptr<Cache>>& caches, int64_t keep);
 
 // A cache of keys and values for one attention layer.
 class KVCache : public Cache {

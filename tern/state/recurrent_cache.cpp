@@ -95,4 +95,23 @@ void RecurrentCache::load(CacheReader& in) {
   state_ = s;
 }
 
+
+void RecurrentCache::spec_round_begin() {
+  Cache::spec_round_begin();
+  round_ = snapshot();
+}
+
+void RecurrentCache::spec_round_commit() {
+  Cache::spec_round_commit();
+  round_ = Snapshot();
+}
+
+int64_t RecurrentCache::spec_round_rollback(int64_t keep) {
+  check_spec_rollback(keep);
+  restore(round_);
+  round_ = Snapshot();
+  end_spec_round();
+  return keep;
+}
+
 }  // namespace tern

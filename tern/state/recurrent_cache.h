@@ -43,6 +43,13 @@ class RecurrentCache : public Cache {
   // Records that n more positions went through the layer.
   void advance(int64_t n);
 
+  // Speculative rounds: begin takes a snapshot; rollback(keep) restores it and returns keep (the caller
+  // replays the kept tokens: a recurrent state cannot drop positions).
+  void spec_round_begin() override;
+  void spec_round_commit() override;
+  int64_t spec_round_rollback(int64_t keep) override;
+  bool spec_round_cuts_draft() const override { return false; }
+
   // A deep copy of the current state (no tensors when nothing was appended yet).
   Snapshot snapshot() const;
   // Returns the cache to a snapshot taken from it earlier.
@@ -57,6 +64,7 @@ class RecurrentCache : public Cache {
   int64_t offset_ = 0;
   Tensor conv_;   // [B, K-1, conv_dim]
   Tensor state_;  // [B, n_v_head, d_k, d_v]
+  Snapshot round_;  // the state at spec_round_begin()
 };
 
 }  // namespace tern

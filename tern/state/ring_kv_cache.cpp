@@ -60,10 +60,10 @@ void RingKVCache::grow(const Tensor& k, const Tensor& v, int64_t needed) {
   values_ = nv;
 }
 
-void RingKVCache::write(Tensor& buf, const Tensor& src) const {
+void RingKVCache::write(Tensor& buf, const Tensor& src, int64_t first_position) const {
   const int64_t n = src.size(2);
   TERN_ASSERT(n <= window_, "[kv_cache] ring write of {} positions into a window of {}", n, window_);
-  const int64_t s = (offset_ - n) % window_;
+  const int64_t s = first_position % window_;
   const int64_t first = std::min(n, window_ - s);
   Tensor d0 = buf.slice(2, s, s + first);
   d0.copy_from(src.slice(2, 0, first));
@@ -86,11 +86,59 @@ std::unique_ptr<AttentionRead> RingKVCache::append(const Tensor& k, const Tensor
   auto read = causal_read(rk, rv, prev, window_);
 
   const int64_t keep = std::min(n, window_);
+  if (in_spec_round()) save_overwritten(n);
   grow(k, v, std::min(offset_ + n, window_));
   offset_ += n;
-  write(keys_, k.slice(2, n - keep, n));
-  write(values_, v.slice(2, n - keep, n));
+  write(keys_, k.slice(2, n - keep, n), offset_ - keep);
+  write(values_, v.slice(2, n - keep, n), offset_ - keep);
   return read;
+}
+
+void RingKVCache::spec_round_begin() {
+  KVCache::spec_round_begin();
+  saved_keys_ = saved_values_ = Tensor();
+  saved_from_ = saved_to_ = std::max<int64_t>(0, offset_ - window_);
+}
+
+void RingKVCache::spec_round_commit() {
+  KVCache::spec_round_commit();
+  saved_keys_ = saved_values_ = Tensor();
+}
+
+void RingKVCache::save_overwritten(int64_t n) {
+  // Appending n positions leaves the ring holding [offset + n - window, offset + n): the positions from
+  // before the round below that are gone, and they go in time order, so the copies stay contiguous.
+  const int64_t start = spec_round_start(), to = std::min(start, offset_ + n - window_);
+  if (to <= saved_to_) return;
+  auto copy_out = [&](const Tensor& buf) {
+    Tensor view = temporal(buf, offset_ - saved_to_).slice(2, 0, to - saved_to_);
+    Tensor c = Tensor::empty(view.shape(), view.dtype(), view.device());
+    c.copy_from(view);  // the ring slots are about to be overwritten
+    return c;
+  };
+  Tensor k = copy_out(keys_), v = copy_out(values_);
+  saved_keys_ = saved_keys_.defined() ? ops::concat({saved_keys_, k}, 2) : k;
+  saved_values_ = saved_values_.defined() ? ops::concat({saved_values_, v}, 2) : v;
+  saved_to_ = to;
+}
+
+int64_t RingKVCache::spec_round_rollback(int64_t keep) {
+  const int64_t drafted = check_spec_rollback(keep), start = spec_round_start();
+  TERN_CHECK(keep == drafted || drafted <= window_,
+             "[kv_cache] expected a speculative round of at most the ring's window ({}) to roll back, got {} drafted "
+             "positions (keep all of them or none of the round can be restored)",
+             window_, drafted);
+  const int64_t target = start + keep;
+  // Back into their slots: the round's overwritten positions the ring holds again at `target`.
+  const int64_t from = std::max(saved_from_, target - window_), to = saved_to_;
+  if (to > from) {
+    write(keys_, saved_keys_.slice(2, from - saved_from_, to - saved_from_), from);
+    write(values_, saved_values_.slice(2, from - saved_from_, to - saved_from_), from);
+  }
+  offset_ = target;
+  saved_keys_ = saved_values_ = Tensor();
+  end_spec_round();
+  return 0;
 }
 
 void RingKVCache::save(CacheWriter& out) const {
@@ -122,8 +170,8 @@ void RingKVCache::load(CacheReader& in) {
   keys_ = Tensor::empty({k.size(0), k.size(1), cap, k.size(3)}, k.dtype(), k.device());
   values_ = Tensor::empty({v.size(0), v.size(1), cap, v.size(3)}, v.dtype(), v.device());
   offset_ = n;
-  write(keys_, k);
-  write(values_, v);
+  write(keys_, k, offset_ - k.size(2));
+  write(values_, v, offset_ - v.size(2));
 }
 
 }  // namespace tern

@@ -27,6 +27,12 @@ class RingKVCache : public KVCache {
   // min(offset, window - 1) stored positions followed by the L new ones under a causal sliding-window
   // mask; afterwards the ring keeps the last `window` positions.
   std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) override;
+  // Speculative rounds: appends inside a round first copy aside the positions from before the round
+  // that they overwrite, so a rollback restores them even after the ring has wrapped. A round of more
+  // than `window` positions can only be committed or kept whole (its first positions are gone).
+  void spec_round_begin() override;
+  void spec_round_commit() override;
+  int64_t spec_round_rollback(int64_t keep) override;
   // Saves the held positions in time order and the offset; load() checks the window.
   void save(CacheWriter& out) const override;
   void load(CacheReader& in) override;
@@ -45,13 +51,18 @@ class RingKVCache : public KVCache {
   // The last n (<= stored) positions of buf in time order.
   Tensor temporal(const Tensor& buf, int64_t n) const;
   void grow(const Tensor& k, const Tensor& v, int64_t needed);
-  // Writes src [B, H, n, D] (n <= window) as positions [offset - n, offset) of buf.
-  void write(Tensor& buf, const Tensor& src) const;
+  // Writes src [B, H, n, D] (n <= window) as positions [first, first + n) of buf.
+  void write(Tensor& buf, const Tensor& src, int64_t first) const;
+  // Inside a round: copies aside the positions from before it that appending n positions overwrites.
+  void save_overwritten(int64_t n);
 
   int64_t window_ = 0;
   int64_t offset_ = 0;
   Tensor keys_;    // [B, Hkv, capacity, D]; position p lives in slot p % window
   Tensor values_;  // [B, Hkv, capacity, Dv]
+  // The round's copies of overwritten positions [saved_from_, saved_to_), in time order.
+  Tensor saved_keys_, saved_values_;
+  int64_t saved_from_ = 0, saved_to_ = 0;
 };
 
 }  // namespace tern

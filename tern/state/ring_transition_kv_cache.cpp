@@ -50,14 +50,38 @@ std::unique_ptr<AttentionRead> RingTransitionKVCache::append(const Tensor& k, co
   if (converted_) return quantized_->append(k, v, phase);
   TERN_CHECK(k.device().is_cpu(), "[kv-cache] affine storage is not implemented on CUDA yet");
   std::unique_ptr<AttentionRead> read = plain_.append(k, v, phase);
-  if (plain_.offset() >= start_) {
-    // The read keeps its own copies or views; the cache lets the plain ring go.
-    quantized_->adopt(plain_.temporal_keys(), plain_.temporal_values(), plain_.offset());
-    transition_ = plain_.offset();
-    plain_ = RingKVCache(plain_.window());
-    converted_ = true;
-  }
+  if (!in_spec_round()) convert_if_due();
   return read;
+}
+
+void RingTransitionKVCache::convert_if_due() {
+  if (converted_ || plain_.offset() < start_ || plain_.offset() == 0) return;
+  // The read keeps its own copies or views; the cache lets the plain ring go.
+  quantized_->adopt(plain_.temporal_keys(), plain_.temporal_values(), plain_.offset());
+  transition_ = plain_.offset();
+  plain_ = RingKVCache(plain_.window());
+  converted_ = true;
+}
+
+void RingTransitionKVCache::spec_round_begin() {
+  KVCache::spec_round_begin();
+  if (converted_) quantized_->spec_round_begin();
+  else plain_.spec_round_begin();
+}
+
+void RingTransitionKVCache::spec_round_commit() {
+  KVCache::spec_round_commit();
+  if (converted_) quantized_->spec_round_commit();
+  else plain_.spec_round_commit();
+  convert_if_due();
+}
+
+int64_t RingTransitionKVCache::spec_round_rollback(int64_t keep) {
+  check_spec_rollback(keep);
+  const int64_t replay = converted_ ? quantized_->spec_round_rollback(keep) : plain_.spec_round_rollback(keep);
+  end_spec_round();
+  convert_if_due();
+  return replay;
 }
 
 }  // namespace tern

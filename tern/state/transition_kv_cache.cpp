@@ -57,14 +57,38 @@ void TransitionKVCache::advance(int64_t n) {
 std::unique_ptr<AttentionRead> TransitionKVCache::append(const Tensor& k, const Tensor& v, AppendPhase phase) {
   if (converted_) return quantized_->append(k, v, phase);
   std::unique_ptr<AttentionRead> read = plain_.append(k, v, phase);
-  if (plain_.offset() >= start_) {
-    // The read keeps views of the plain buffers alive; the cache itself lets them go.
-    quantized_->store(plain_.keys(), plain_.values());
-    transition_ = plain_.offset();
-    plain_ = PlainKVCache();
-    converted_ = true;
-  }
+  if (!in_spec_round()) convert_if_due();
   return read;
+}
+
+void TransitionKVCache::convert_if_due() {
+  if (converted_ || plain_.offset() < start_ || plain_.offset() == 0) return;
+  // The read keeps views of the plain buffers alive; the cache itself lets them go.
+  quantized_->store(plain_.keys(), plain_.values());
+  transition_ = plain_.offset();
+  plain_ = PlainKVCache();
+  converted_ = true;
+}
+
+void TransitionKVCache::spec_round_begin() {
+  KVCache::spec_round_begin();
+  if (converted_) quantized_->spec_round_begin();
+  else plain_.spec_round_begin();
+}
+
+void TransitionKVCache::spec_round_commit() {
+  KVCache::spec_round_commit();
+  if (converted_) quantized_->spec_round_commit();
+  else plain_.spec_round_commit();
+  convert_if_due();
+}
+
+int64_t TransitionKVCache::spec_round_rollback(int64_t keep) {
+  check_spec_rollback(keep);
+  const int64_t replay = converted_ ? quantized_->spec_round_rollback(keep) : plain_.spec_round_rollback(keep);
+  end_spec_round();
+  convert_if_due();
+  return replay;
 }
 
 namespace {

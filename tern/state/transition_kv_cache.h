@@ -39,11 +39,20 @@ class TransitionKVCache : public KVCache {
   void attach_step(const DeviceStep* step) override;
   void advance(int64_t n) override;
 
+  // Speculative rounds: the held storage's own (a ring restores what the round overwrote); the
+  // transition waits for the commit or rollback that ends the round.
+  void spec_round_begin() override;
+  void spec_round_commit() override;
+  int64_t spec_round_rollback(int64_t keep) override;
+
   bool converted() const { return converted_; }
   int64_t transition_offset() const { return transition_; }
   const QuantizedKVCache& quantized() const { return *quantized_; }
 
  private:
+  // The bf16-first switch once the plain storage holds >= start positions (outside a round).
+  void convert_if_due();
+
   int64_t start_ = 0;
   bool converted_ = false;
   int64_t transition_ = 0;
