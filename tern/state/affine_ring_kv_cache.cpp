@@ -133,9 +133,55 @@ std::unique_ptr<AttentionRead> AffineRingKVCache::append(const Tensor& k_in, con
   auto read = causal_read(std::move(kr), std::move(vr), prev, window_);
 
   const int64_t keep = std::min(n, window_);
+  if (in_spec_round()) save_overwritten(n);
   offset_ += n;
   write(keep == n ? k : k.slice(2, n - keep, n).contiguous(), keep == n ? v : v.slice(2, n - keep, n).contiguous());
   return read;
+}
+
+void AffineRingKVCache::spec_round_begin() {
+  KVCache::spec_round_begin();
+  saved_keys_.clear();
+  saved_values_.clear();
+  saved_from_ = saved_to_ = std::max<int64_t>(0, offset_ - window_);
+}
+
+void AffineRingKVCache::spec_round_commit() {
+  KVCache::spec_round_commit();
+  saved_keys_.clear();
+  saved_values_.clear();
+}
+
+void AffineRingKVCache::save_overwritten(int64_t n) {
+  // As RingKVCache: appending n leaves [offset + n - window, offset + n) held, and positions from
+  // before the round go in time order.
+  const int64_t to = std::min(spec_round_start(), offset_ + n - window_);
+  const int64_t kb = rows_ * key_.row_bytes(), vb = rows_ * value_.row_bytes();
+  for (int64_t q = saved_to_; q < to; ++q) {
+    const int64_t slot = q % window_;
+    saved_keys_.insert(saved_keys_.end(), keys_.begin() + slot * kb, keys_.begin() + (slot + 1) * kb);
+    saved_values_.insert(saved_values_.end(), values_.begin() + slot * vb, values_.begin() + (slot + 1) * vb);
+  }
+  saved_to_ = std::max(saved_to_, to);
+}
+
+int64_t AffineRingKVCache::spec_round_rollback(int64_t keep) {
+  const int64_t drafted = check_spec_rollback(keep), target = spec_round_start() + keep;
+  TERN_CHECK(keep == drafted || drafted <= window_,
+             "[kv-cache] expected a speculative round of at most the ring's window ({}) to roll back, got {} drafted "
+             "positions (keep all of them or none of the round can be restored)",
+             window_, drafted);
+  const int64_t kb = rows_ * key_.row_bytes(), vb = rows_ * value_.row_bytes();
+  for (int64_t q = std::max(saved_from_, target - window_); q < saved_to_; ++q) {
+    const int64_t slot = q % window_, i = q - saved_from_;
+    std::copy(saved_keys_.begin() + i * kb, saved_keys_.begin() + (i + 1) * kb, keys_.begin() + slot * kb);
+    std::copy(saved_values_.begin() + i * vb, saved_values_.begin() + (i + 1) * vb, values_.begin() + slot * vb);
+  }
+  offset_ = target;
+  saved_keys_.clear();
+  saved_values_.clear();
+  end_spec_round();
+  return 0;
 }
 
 }  // namespace tern

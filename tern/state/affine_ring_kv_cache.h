@@ -30,6 +30,12 @@ class AffineRingKVCache : public KVCache {
   // L new ones (as given) under a causal sliding-window mask; then the last min(L, window) are stored.
   std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) override;
 
+  // Speculative rounds, as RingKVCache: the packed rows of positions from before the round that its
+  // appends overwrite are copied aside and restored on rollback (so it works after the ring wrapped).
+  void spec_round_begin() override;
+  void spec_round_commit() override;
+  int64_t spec_round_rollback(int64_t keep) override;
+
   // Takes over a ring's contents without reading them: k [B, Hkv, n, D], v [.., Dv] hold positions
   // [offset - n, offset) in time order (n <= window); each lands in slot p % window, as in the ring it
   // came from. The cache must be empty.
@@ -48,12 +54,17 @@ class AffineRingKVCache : public KVCache {
   Tensor decode_last(bool keys, int64_t n, int64_t extra) const;
   // Encodes positions [offset - n, offset) from k, v [B, Hkv, n, D] f32 contiguous (n <= window).
   void write(const Tensor& k, const Tensor& v);
+  // Inside a round: copies aside the rows of positions from before it that appending n overwrites.
+  void save_overwritten(int64_t n);
 
   int64_t window_ = 0;
   AffineRowCodec key_, value_;
   int64_t batch_ = 0, heads_ = 0, rows_ = 0;  // rows_ = batch_ * heads_ (0 before the first store)
   int64_t offset_ = 0;
   std::vector<uint8_t> keys_, values_;  // [slot, B, Hkv, row bytes], slots allocated up to the window
+  // The round's copies of overwritten positions [saved_from_, saved_to_): [position, B, Hkv, row bytes].
+  std::vector<uint8_t> saved_keys_, saved_values_;
+  int64_t saved_from_ = 0, saved_to_ = 0;
 };
 
 }  // namespace tern
