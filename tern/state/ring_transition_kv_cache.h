@@ -8,10 +8,11 @@
 
 #include "tern/state/affine_ring_kv_cache.h"
 #include "tern/state/ring_kv_cache.h"
+#include "tern/state/transition_base.h"
 
 namespace tern {
 
-class RingTransitionKVCache : public KVCache {
+class RingTransitionKVCache : public TransitionBase {
  public:
   // start >= 0; quantized: the (empty) ring the cache converts into, whose window the plain ring takes.
   RingTransitionKVCache(int64_t start, std::unique_ptr<AffineRingKVCache> quantized);
@@ -30,20 +31,14 @@ class RingTransitionKVCache : public KVCache {
   int64_t bytes() const override;
   std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) override;
 
-  // Speculative rounds: the held storage's own (a ring restores what the round overwrote); the
-  // transition waits for the commit or rollback that ends the round.
-  void spec_round_begin() override;
-  void spec_round_commit() override;
-  int64_t spec_round_rollback(int64_t keep) override;
-
   bool converted() const { return converted_; }
   int64_t transition_offset() const { return transition_; }
   const RingKVCache& plain() const { return plain_; }
   const AffineRingKVCache& quantized() const { return *quantized_; }
 
  private:
-  // The bf16-first switch once the plain storage holds >= start positions (outside a round).
-  void convert_if_due();
+  KVCache& held() override { return converted_ ? static_cast<KVCache&>(*quantized_) : plain_; }
+  void convert_if_due() override;
 
   int64_t start_ = 0;
   bool converted_ = false;

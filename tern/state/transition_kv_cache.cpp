@@ -70,27 +70,6 @@ void TransitionKVCache::convert_if_due() {
   converted_ = true;
 }
 
-void TransitionKVCache::spec_round_begin() {
-  KVCache::spec_round_begin();
-  if (converted_) quantized_->spec_round_begin();
-  else plain_.spec_round_begin();
-}
-
-void TransitionKVCache::spec_round_commit() {
-  KVCache::spec_round_commit();
-  if (converted_) quantized_->spec_round_commit();
-  else plain_.spec_round_commit();
-  convert_if_due();
-}
-
-int64_t TransitionKVCache::spec_round_rollback(int64_t keep) {
-  check_spec_rollback(keep);
-  const int64_t replay = converted_ ? quantized_->spec_round_rollback(keep) : plain_.spec_round_rollback(keep);
-  end_spec_round();
-  convert_if_due();
-  return replay;
-}
-
 namespace {
 std::string transition_kind(int64_t start, const QuantizedKVCache& q) {
   return "bf16-first to " + q.signature() + " at " + std::to_string(start);

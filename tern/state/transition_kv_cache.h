@@ -7,10 +7,11 @@
 
 #include "tern/state/plain_kv_cache.h"
 #include "tern/state/quantized_kv_cache.h"
+#include "tern/state/transition_base.h"
 
 namespace tern {
 
-class TransitionKVCache : public KVCache {
+class TransitionKVCache : public TransitionBase {
  public:
   // start >= 0; quantized: the (empty) storage the cache converts into.
   TransitionKVCache(int64_t start, std::unique_ptr<QuantizedKVCache> quantized);
@@ -39,19 +40,13 @@ class TransitionKVCache : public KVCache {
   void attach_step(const DeviceStep* step) override;
   void advance(int64_t n) override;
 
-  // Speculative rounds: the held storage's own (a ring restores what the round overwrote); the
-  // transition waits for the commit or rollback that ends the round.
-  void spec_round_begin() override;
-  void spec_round_commit() override;
-  int64_t spec_round_rollback(int64_t keep) override;
-
   bool converted() const { return converted_; }
   int64_t transition_offset() const { return transition_; }
   const QuantizedKVCache& quantized() const { return *quantized_; }
 
  private:
-  // The bf16-first switch once the plain storage holds >= start positions (outside a round).
-  void convert_if_due();
+  KVCache& held() override { return converted_ ? static_cast<KVCache&>(*quantized_) : plain_; }
+  void convert_if_due() override;
 
   int64_t start_ = 0;
   bool converted_ = false;
