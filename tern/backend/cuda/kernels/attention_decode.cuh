@@ -56,6 +56,17 @@ __device__ __forceinline__ void warp_load_tile_async(T* smem, const T* g, int64_
   }
 }
 
+// One element of a split's partial for the combine kernels: acc at d; at d == 0 also the max
+// (decode_merge's log2 domain, stored in the natural-log domain the combines read) and the sum.
+template <int HD>
+__device__ __forceinline__ void store_partial(float* pp, int d, float acc, float M, float L) {
+  pp[d] = acc;
+  if (d == 0) {
+    pp[HD] = M == -INFINITY ? -INFINITY : M * 0.6931471805599453f;
+    pp[HD + 1] = L;
+  }
+}
+
 template <typename T, int HD, int BN, typename Masked>
 __device__ __forceinline__ void decode_tile(const T* sq, const T* sk, const T* sv, int64_t n0, float scale, float softcap,
                                             float (&o)[HD / 8][4], float (&row_m)[2], float (&row_l)[2],
@@ -296,12 +307,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
     if (a.n_splits == 1) {
       static_cast<T*>(a.out)[row * HD + d] = from_f32<T>(L > 0.0f ? acc / L : 0.0f);
     } else {
-      float* pp = a.partial + (split * rows_total + row) * (HD + 2);
-      pp[d] = acc;
-      if (d == 0) {
-        pp[HD] = M == -INFINITY ? -INFINITY : M * 0.6931471805599453f;  // natural-log domain for the combine
-        pp[HD + 1] = L;
-      }
+      store_partial<HD>(a.partial + (split * rows_total + row) * (HD + 2), d, acc, M, L);
     }
   });
 }

@@ -305,12 +305,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) kv_decode_attention_mma_kern
 
   float* scratch = reinterpret_cast<float*>(sq + 16 * kStride);  // the K/V tiles: >= 4 * 16 * (HD + 2) floats
   decode_merge<HD>(scratch, static_cast<int>(G), o, row_m, row_l, [&](int r, int d, float acc, float M, float L) {
-    float* pp = a.partial + (split * a.B * a.Hq + b * a.Hq + hk * G + r) * (HD + 2);
-    pp[d] = acc;
-    if (d == 0) {
-      pp[HD] = M == -INFINITY ? -INFINITY : M * 0.6931471805599453f;  // natural-log domain for the combine
-      pp[HD + 1] = L;
-    }
+    store_partial<HD>(a.partial + (split * a.B * a.Hq + b * a.Hq + hk * G + r) * (HD + 2), d, acc, M, L);
   });
 }
 
