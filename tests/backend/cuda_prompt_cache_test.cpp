@@ -43,6 +43,7 @@ TEST_F(CudaPromptCache, SavedDeviceCachesReloadOntoTheDevice) {
     auto model = load_model(fixture(c.model), LoadOptions{kGpu, Dtype::bf16});
     KVCacheOptions kv;
     kv.kind = c.kind;
+    kv.group = 32;  // the fixtures' head_dim is 32
     std::vector<int32_t> prompt(40);
     for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>((7 * i + 3) % 200);
     CacheList saved = model->make_caches(kv);
