@@ -126,7 +126,11 @@ TEST_F(CudaKVQuant, DecodeAttentionMatchesCpu) {
   const Scheme schemes[] = {{KVRowCodec::affine, KVRowCodec::affine, 8, 8, 64},
                             {KVRowCodec::affine, KVRowCodec::affine, 4, 4, 32},
                             {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 8, 3, 32},
-                            {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 8, 4, 32}};
+                            {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 8, 4, 32},
+                            {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 8, 2, 32},
+                            {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 8, 8, 32},
+                            {KVRowCodec::affine, KVRowCodec::affine, 8, 8, 32},
+                            {KVRowCodec::affine, KVRowCodec::affine, 4, 4, 64}};
   uint32_t seed = 40;
   for (int64_t B : {1, 4})
     for (int64_t S : {1, 100, 4097})

@@ -86,6 +86,14 @@ bool kv_mma_attention_supported(Dtype dt, const KVAttnLaunch& p) {
          p.Hq % p.Hkv == 0 && p.Hq / p.Hkv <= 16 && aligned;
 }
 
+int kv_mma_blocks_per_sm(const KVAttnLaunch& p) {
+  switch (p.kc.dim) {
+    case 64: return kv_mma_blocks_per_sm_64(p);
+    case 128: return kv_mma_blocks_per_sm_128(p);
+    default: return kv_mma_blocks_per_sm_256(p);
+  }
+}
+
 void launch_kv_mma_attention(Dtype dt, const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace,
                              cudaStream_t s) {
   static_assert(kKVMmaTileKeys == kernels::kKVTileKeys);

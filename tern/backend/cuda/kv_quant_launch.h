@@ -65,8 +65,9 @@ void launch_kv_decode_attention(Dtype dt, const KVAttnLaunch& p, const TurboTabl
 
 // The tensor-core version of the same read (kv_quant_attention_mma.cuh): bf16 queries, D in
 // {64, 128, 256}, Hq / Hkv <= 16, the caches' codec pairs (affine8, affine4, TurboQuant k8v2/3/4/8),
-// packed rows of a multiple of 4 bytes at a 4-byte aligned address. K and V are dequantised to f16 in
-// shared memory (f32 and f16 queries keep the CUDA-core kernel above, which computes in f32). p.chunk must be a multiple of kKVMmaTileKeys.
+// packed rows of a multiple of 4 bytes at a 4-byte aligned address. K and V are dequantised to f16 mma
+// fragments in registers (f32 and f16 queries keep the CUDA-core kernel above, which computes in f32).
+// p.chunk must be a multiple of kKVMmaTileKeys.
 constexpr int64_t kKVMmaTileKeys = 64;
 bool kv_mma_attention_supported(Dtype dt, const KVAttnLaunch& p);
 void launch_kv_mma_attention(Dtype dt, const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace,
@@ -77,5 +78,10 @@ void launch_kv_mma_attention_128(Dtype dt, const KVAttnLaunch& p, const TurboTab
                                  cudaStream_t s);
 void launch_kv_mma_attention_256(Dtype dt, const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace,
                                  cudaStream_t s);
+// Blocks of the tensor-core read for p that one SM holds at once (sizes its key splits).
+int kv_mma_blocks_per_sm(const KVAttnLaunch& p);
+int kv_mma_blocks_per_sm_64(const KVAttnLaunch& p);
+int kv_mma_blocks_per_sm_128(const KVAttnLaunch& p);
+int kv_mma_blocks_per_sm_256(const KVAttnLaunch& p);
 
 }  // namespace tern::cuda

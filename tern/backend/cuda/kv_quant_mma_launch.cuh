@@ -24,9 +24,13 @@ inline int log2_of(int x) {
 }
 
 template <int HD, typename KC, typename VC>
-void run_kv_mma_codecs(const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace, cudaStream_t s) {
-  using T = __nv_bfloat16;
-  auto kernel = kernels::kv_decode_attention_mma_kernel<T, HD, KC, VC>;
+size_t kv_mma_smem(const KVAttnLaunch& p) {
+  return kernels::kv_mma_smem_bytes<HD, VC>(kernels::kv_stage_stride(p.kc.row_bytes), kernels::kv_stage_stride(p.vc.row_bytes));
+}
+
+template <int HD, typename KC, typename VC>
+auto kv_mma_kernel() {
+  auto kernel = kernels::kv_decode_attention_mma_kernel<__nv_bfloat16, HD, KC, VC>;
   static const bool configured = [&] {
     int optin = 0;
     TERN_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
@@ -34,13 +38,19 @@ void run_kv_mma_codecs(const KVAttnLaunch& p, const TurboTables& t, int n_splits
     return true;
   }();
   (void)configured;
+  return kernel;
+}
+
+template <int HD, typename KC, typename VC>
+void run_kv_mma_codecs(const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace, cudaStream_t s) {
+  using T = __nv_bfloat16;
+  auto kernel = kv_mma_kernel<HD, KC, VC>();
   const KVAttnArgs a = kv_attn_args(p, workspace, n_splits, 1);
-  const int k_stage = (p.kc.row_bytes + 15) / 16 * 16, v_stage = (p.vc.row_bytes + 15) / 16 * 16;
-  const size_t smem = kernels::kv_mma_smem_bytes<HD>(k_stage, v_stage);
+  const int k_stage = kernels::kv_stage_stride(p.kc.row_bytes), v_stage = kernels::kv_stage_stride(p.vc.row_bytes);
   const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
-  kernel<<<grid, kernels::kFlashWarps * 32, smem, s>>>(a, t, k_stage, v_stage, kv_copy_width(p.k_rows, p.kc.row_bytes),
-                                                       kv_copy_width(p.v_rows, p.vc.row_bytes), log2_of(p.kc.group),
-                                                       log2_of(p.vc.group));
+  kernel<<<grid, kernels::kFlashWarps * 32, kv_mma_smem<HD, KC, VC>(p), s>>>(
+      a, t, k_stage, v_stage, kv_copy_width(p.k_rows, p.kc.row_bytes), kv_copy_width(p.v_rows, p.vc.row_bytes),
+      log2_of(p.kc.group), log2_of(p.vc.group));
   TERN_CUDA_CHECK_LAUNCH();
   const int64_t rows = p.B * p.Hq;
   kernels::kv_attention_combine_kernel<T><<<static_cast<unsigned>(rows), 128, 0, s>>>(
@@ -48,20 +58,44 @@ void run_kv_mma_codecs(const KVAttnLaunch& p, const TurboTables& t, int n_splits
   TERN_CUDA_CHECK_LAUNCH();
 }
 
-// The codec pairs the caches store (kv_mma_attention_supported): affine8, affine4, TurboQuant k8v{2,3,4,8}.
-template <int HD>
-void run_kv_mma(Dtype, const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace, cudaStream_t s) {
+// Calls f.template operator()<KC, VC>() for the codec pair of p: the pairs the caches store
+// (kv_mma_attention_supported): affine8, affine4, TurboQuant k8v{2,3,4,8}.
+template <typename F>
+void with_kv_mma_codecs(const KVAttnLaunch& p, F&& f) {
   using namespace kernels;
   if (p.kc.kind == 0) {
-    if (p.kc.bits == 8) return run_kv_mma_codecs<HD, AffineDecode<8>, AffineDecode<8>>(p, t, n_splits, workspace, s);
-    return run_kv_mma_codecs<HD, AffineDecode<4>, AffineDecode<4>>(p, t, n_splits, workspace, s);
+    if (p.kc.bits == 8) return f.template operator()<KeyFrag<8, false>, AffineValueFrag<8>>();
+    return f.template operator()<KeyFrag<4, false>, AffineValueFrag<4>>();
   }
   switch (p.vc.bits) {
-    case 2: return run_kv_mma_codecs<HD, TurboKeyDecode, TurboValueDecode<2>>(p, t, n_splits, workspace, s);
-    case 3: return run_kv_mma_codecs<HD, TurboKeyDecode, TurboValueDecode<3>>(p, t, n_splits, workspace, s);
-    case 4: return run_kv_mma_codecs<HD, TurboKeyDecode, TurboValueDecode<4>>(p, t, n_splits, workspace, s);
-    default: return run_kv_mma_codecs<HD, TurboKeyDecode, TurboValueDecode<8>>(p, t, n_splits, workspace, s);
+    case 2: return f.template operator()<KeyFrag<8, true>, TurboValueFrag<2>>();
+    case 3: return f.template operator()<KeyFrag<8, true>, TurboValueFrag<3>>();
+    case 4: return f.template operator()<KeyFrag<8, true>, TurboValueFrag<4>>();
+    default: return f.template operator()<KeyFrag<8, true>, TurboValueFrag<8>>();
   }
+}
+
+template <int HD>
+void run_kv_mma(const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace, cudaStream_t s) {
+  with_kv_mma_codecs(p, [&]<typename KC, typename VC>() { run_kv_mma_codecs<HD, KC, VC>(p, t, n_splits, workspace, s); });
+}
+
+// How many blocks of p's instance one SM holds at once.
+template <int HD>
+int kv_mma_blocks_per_sm(const KVAttnLaunch& p) {
+  int n = 0;
+  with_kv_mma_codecs(p, [&]<typename KC, typename VC>() {
+    thread_local size_t smem_seen = 0;  // one query per instance and row layout, not one per layer and step
+    thread_local int blocks_seen = 0;
+    const size_t smem = kv_mma_smem<HD, KC, VC>(p);
+    if (smem != smem_seen) {
+      TERN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_seen, kv_mma_kernel<HD, KC, VC>(),
+                                                                    kernels::kFlashWarps * 32, smem));
+      smem_seen = smem;
+    }
+    n = blocks_seen;
+  });
+  return n;
 }
 
 }  // namespace tern::cuda

@@ -37,10 +37,6 @@ __device__ __forceinline__ void warp_load_tile(T* smem, const T* g, int64_t stri
   }
 }
 
-// One warp's flash-decoding step over BN keys [n0, n0 + BN) held in shared memory (rows of HD + 8
-// elements): the scores of the 16 mma query rows in sq (log2 domain, scaled and soft-capped), the
-// mask, the online-softmax update of (row_m, row_l) and P V accumulated into o. The lane's query rows
-// are g and g + 8 (g = lane / 4); masked(rr, j) says whether key j is hidden from row g + 8 * rr.
 // warp_load_tile with cp.async (zero-fill past `valid`); the caller commits and waits.
 template <typename T, int HD>
 __device__ __forceinline__ void warp_load_tile_async(T* smem, const T* g, int64_t stride, int rows, int valid,
@@ -67,36 +63,22 @@ __device__ __forceinline__ void store_partial(float* pp, int d, float acc, float
   }
 }
 
-template <typename T, int HD, int BN, typename Masked>
-__device__ __forceinline__ void decode_tile(const T* sq, const T* sk, const T* sv, int64_t n0, float scale, float softcap,
-                                            float (&o)[HD / 8][4], float (&row_m)[2], float (&row_l)[2],
-                                            Masked masked) {
-  constexpr int kStride = HD + 8;
-  const int lane = threadIdx.x & 31, t = lane & 3;
-  float s[BN / 8][4];
-#pragma unroll
-  for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; ++kk) {
-    uint32_t qa[4];
-    ldmatrix_x4(qa[0], qa[1], qa[2], qa[3], sq + (lane & 15) * kStride + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-    for (int nn = 0; nn < BN / 16; ++nn) {
-      const int mi = lane >> 3, r = lane & 7;
-      uint32_t b0, b1, b2, b3;
-      ldmatrix_x4(b0, b1, b2, b3, sk + (nn * 16 + r + 8 * (mi >> 1)) * kStride + kk * 16 + 8 * (mi & 1));
-      mma16816<T>(s[2 * nn], qa, b0, b1);
-      mma16816<T>(s[2 * nn + 1], qa, b2, b3);
-    }
-  }
-
+// The online-softmax step of one warp's BN-key tile: the scores s (mma accumulators of the 16 query
+// rows, key n0 + 8 i + 2 t + (e & 1) in s[i][e]) become probabilities (log2 domain, scaled and
+// soft-capped, masked(rr, j) hiding key j from row g + 8 rr), and (o, row_m, row_l) are rescaled.
+// I: the key index type (int where the caller knows keys fit 32 bits: cheaper masks).
+template <int HD, int BN, typename I, typename Masked>
+__device__ __forceinline__ void decode_softmax(float (&s)[BN / 8][4], I n0, float scale, float softcap,
+                                               float (&o)[HD / 8][4], float (&row_m)[2], float (&row_l)[2],
+                                               Masked masked) {
+  const int t = threadIdx.x & 3;
   float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
   for (int i = 0; i < BN / 8; ++i) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int rr = e >> 1;
-      const int64_t j = n0 + i * 8 + 2 * t + (e & 1);
+      const I j = n0 + i * 8 + 2 * t + (e & 1);
       float x = s[i][e];
       if (softcap > 0.0f) {
         x = softcap * tanhf(x * scale / softcap) * kLog2e;
@@ -139,6 +121,36 @@ __device__ __forceinline__ void decode_tile(const T* sq, const T* sk, const T* s
       o[i][3] *= corr[1];
     }
   }
+}
+
+// One warp's flash-decoding step over BN keys [n0, n0 + BN) held in shared memory (rows of HD + 8
+// elements): the scores of the 16 mma query rows in sq (log2 domain, scaled and soft-capped), the
+// mask, the online-softmax update of (row_m, row_l) and P V accumulated into o. The lane's query rows
+// are g and g + 8 (g = lane / 4); masked(rr, j) says whether key j is hidden from row g + 8 * rr.
+template <typename T, int HD, int BN, typename Masked>
+__device__ __forceinline__ void decode_tile(const T* sq, const T* sk, const T* sv, int64_t n0, float scale, float softcap,
+                                            float (&o)[HD / 8][4], float (&row_m)[2], float (&row_l)[2],
+                                            Masked masked) {
+  constexpr int kStride = HD + 8;
+  const int lane = threadIdx.x & 31;
+  float s[BN / 8][4];
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    uint32_t qa[4];
+    ldmatrix_x4(qa[0], qa[1], qa[2], qa[3], sq + (lane & 15) * kStride + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+    for (int nn = 0; nn < BN / 16; ++nn) {
+      const int mi = lane >> 3, r = lane & 7;
+      uint32_t b0, b1, b2, b3;
+      ldmatrix_x4(b0, b1, b2, b3, sk + (nn * 16 + r + 8 * (mi >> 1)) * kStride + kk * 16 + 8 * (mi & 1));
+      mma16816<T>(s[2 * nn], qa, b0, b1);
+      mma16816<T>(s[2 * nn + 1], qa, b2, b3);
+    }
+  }
+
+  decode_softmax<HD, BN>(s, n0, scale, softcap, o, row_m, row_l, masked);
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk) {
     uint32_t pa[4];
@@ -160,10 +172,15 @@ __device__ __forceinline__ void decode_tile(const T* sq, const T* sk, const T* s
 // Merges the kFlashWarps warps' (row_m, row_l, o) of the block's first R mma rows through `scratch`
 // (>= (kFlashWarps * 16 * (2 + HD)) floats, free to overwrite: the caller synchronises before) and
 // calls emit(r, d, acc, M, L) once per row r < R and element d: acc unnormalised, M the row's max in
-// the log2 domain (-INFINITY when it saw no key), L its sum.
-template <int HD, typename Emit>
+// the log2 domain (-INFINITY when it saw no key), L its sum. col(c) is the element that accumulator
+// column c (= 8 n-tile + column within it) holds; the identity unless the caller permuted V's columns.
+struct IdentityCols {
+  __device__ __forceinline__ int operator()(int c) const { return c; }
+};
+
+template <int HD, typename Emit, typename Col = IdentityCols>
 __device__ __forceinline__ void decode_merge(float* scratch, int R, const float (&o)[HD / 8][4], float (&row_m)[2],
-                                             float (&row_l)[2], Emit emit) {
+                                             float (&row_l)[2], Emit emit, Col col = Col{}) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
 #pragma unroll
@@ -202,7 +219,7 @@ __device__ __forceinline__ void decode_merge(float* scratch, int R, const float 
       L += wl[w * 16 + r] * f;
       acc += wacc[(w * 16 + r) * HD + d] * f;
     }
-    emit(r, d, acc, M, L);
+    emit(r, col(d), acc, M, L);
   }
 }
 

@@ -1,10 +1,15 @@
 // Fused decode attention over packed KV rows on tensor cores: a block owns one key split of one kv head
-// of one batch row, its 16 mma rows are that kv head's query heads (<= 16). Each warp walks its own
-// 16-key tiles of the split with a private pipeline: cp.async stages the next tile's packed key and
-// value rows in shared memory while the current one is dequantised there to f16 and read by the
-// flash-decoding step of attention_decode.cuh. The codecs are compile-time (KC, VC below) and dequantise
-// in half2 arithmetic: a byte permute, a subtract and an FMA per two elements (a table read and a
-// multiply for TurboQuant values). The partial (acc, max, sum) goes to
+// of one batch row; its 16 mma rows are that kv head's query heads (<= 16). Each warp walks its own
+// 16-key tiles of the split: cp.async stages the packed K/V rows kKVStages - 1 tiles ahead in the
+// warp's shared memory, and every lane dequantises the bytes it needs straight into mma B fragments
+// (half2 arithmetic: byte permutes, a subtract and an FMA per two elements, or a table read and a
+// multiply for TurboQuant values) -- no f16 tile, no ldmatrix. Two permutations keep a lane's bytes
+// contiguous:
+//  - Q K^T sums over head dims, so its k index may visit them in any order Q and K share: lane t of a
+//    key holds dims [t HD/4, (t + 1) HD/4) (KC::kdim gives the order), one or two scale groups;
+//  - P V's output columns may be permuted if the merge puts them back: column c of n-tile j is dim
+//    c HD/8 + j, so lane g holds dims [g HD/8, (g + 1) HD/8) of its four keys (one group).
+// The codecs are compile-time (KC, VC below). The partial (acc, max, sum) goes to
 // kv_attention_combine_kernel, which merges the splits and rotates TurboQuant values back once per row.
 #pragma once
 #include "tern/backend/cuda/kernels/attention_decode.cuh"
@@ -15,23 +20,28 @@ namespace tern::cuda::kernels {
 
 constexpr int kKVWarpKeys = 16;                         // keys per warp tile (one mma k-step of P V)
 constexpr int kKVTileKeys = kFlashWarps * kKVWarpKeys;  // the split granularity
+constexpr int kKVStages = 3;                            // staged tiles per warp: two in flight
 
-// Codes of elements [8 c, 8 c + 8) of a packed row in shared memory (4-byte aligned), BITS each,
-// little-endian: code i in bits [i * BITS, i * BITS + BITS) of the result.
-template <int BITS>
-__device__ __forceinline__ uint64_t load_codes8(const uint8_t* row, int c) {
-  const uint32_t* p = reinterpret_cast<const uint32_t*>(row);
-  if constexpr (BITS == 8) {
-    return static_cast<uint64_t>(p[2 * c]) | (static_cast<uint64_t>(p[2 * c + 1]) << 32);
-  } else if constexpr (BITS == 4) {
-    return p[c];
-  } else if constexpr (BITS == 2) {
-    return reinterpret_cast<const uint16_t*>(row)[c];
-  } else {
-    const int bit = 8 * BITS * c, word = bit >> 5, shift = bit & 31;
-    const uint64_t w = static_cast<uint64_t>(p[word]) | (static_cast<uint64_t>(p[word + 1]) << 32);
-    return w >> shift;  // word + 1 stays inside the row: the f16 fields follow the codes
-  }
+// A staged packed row's stride: its bytes rounded up to an odd multiple of 16, so the 16-byte reads of
+// eight lanes over two rows fall in distinct banks.
+__host__ __device__ constexpr int kv_stage_stride(int row_bytes) {
+  const int s = (row_bytes + 15) / 16;
+  return 16 * (s % 2 == 0 ? s + 1 : s);
+}
+
+// The staging area of a block (its warps' buffers; the merge reuses it, so at least its scratch).
+template <int HD>
+__host__ __device__ constexpr int kv_mma_stage_area(int k_stage, int v_stage) {
+  const int staged = kFlashWarps * kKVStages * kKVWarpKeys * (k_stage + v_stage);
+  const int merge = kFlashWarps * 16 * (HD + 2) * 4;
+  return staged > merge ? staged : merge;
+}
+
+// Bytes of dynamic shared memory: the query fragments, the staging area, the value codec's table
+// (VC::kTableWords) and the step's unquantized K and V (f32).
+template <int HD, typename VC>
+constexpr size_t kv_mma_smem_bytes(int k_stage, int v_stage) {
+  return HD / 16 * 32 * 16 + kv_mma_stage_area<HD>(k_stage, v_stage) + (VC::kTableWords + 2 * HD) * sizeof(float);
 }
 
 __device__ __forceinline__ __half f16_at(const uint8_t* p) { return *reinterpret_cast<const __half*>(p); }
@@ -53,102 +63,197 @@ __device__ __forceinline__ uint32_t u32(__half2 x) { return *reinterpret_cast<ui
 // a zero mantissa, so the byte becomes its low 8 bits): codes to f16 without a conversion instruction.
 __device__ __forceinline__ __half2 bytes_1024(uint32_t q, uint32_t sel) { return h2(prmt(q, 0x64646464u, sel)); }
 
-// Eight unsigned BITS-wide codes (BITS 8 or 4, natural order) as four half2 of 1024 + code.
-template <int BITS>
-__device__ __forceinline__ void codes_1024(uint64_t w, __half2 (&h)[4]) {
-  if constexpr (BITS == 8) {
-    const uint32_t lo = static_cast<uint32_t>(w), hi = static_cast<uint32_t>(w >> 32);
-    h[0] = bytes_1024(lo, 0x4140), h[1] = bytes_1024(lo, 0x4342);
-    h[2] = bytes_1024(hi, 0x4140), h[3] = bytes_1024(hi, 0x4342);
-  } else {  // nibbles n0..n7: (n_i, n_i+4) by mask, then paired in order by byte permutes
-    const uint32_t q = static_cast<uint32_t>(w);
-    const uint32_t a = and_or(q, 0x000F000Fu, 0x64006400u), b = and_or(q >> 4, 0x000F000Fu, 0x64006400u);
-    const uint32_t c = and_or(q >> 8, 0x000F000Fu, 0x64006400u), d = and_or(q >> 12, 0x000F000Fu, 0x64006400u);
-    h[0] = h2(prmt(a, b, 0x5410)), h[1] = h2(prmt(c, d, 0x5410));
-    h[2] = h2(prmt(a, b, 0x7632)), h[3] = h2(prmt(c, d, 0x7632));
+// (1024 + n, 1024 + n') for the nibbles of q at bits [0, 4) and [16, 20).
+__device__ __forceinline__ __half2 nibbles_1024(uint32_t q) { return h2(and_or(q, 0x000F000Fu, 0x64006400u)); }
+
+// N words of shared memory at p (aligned to their size: 16-byte reads when N is a multiple of 4).
+template <int N>
+__device__ __forceinline__ void load_words(const uint8_t* p, uint32_t (&w)[N]) {
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+      const uint4 x = reinterpret_cast<const uint4*>(p)[i / 4];
+      w[i] = x.x, w[i + 1] = x.y, w[i + 2] = x.z, w[i + 3] = x.w;
+    }
+  } else if constexpr (N % 2 == 0) {
+#pragma unroll
+    for (int i = 0; i < N; i += 2) {
+      const uint2 x = reinterpret_cast<const uint2*>(p)[i / 2];
+      w[i] = x.x, w[i + 1] = x.y;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i) w[i] = reinterpret_cast<const uint32_t*>(p)[i];
   }
 }
 
-// The codecs (as decode_element, compile-time, in half2 arithmetic: the f16 tile is what the tensor
-// cores read, so each element is rounded once, as the f32 path's final conversion would): decode8(row,
-// c, group_shift, table) -> elements [8 c, 8 c + 8) of a row of DIM values as four half2; group_shift
-// is log2 of the affine group; table the TurboQuant value table (prepare_table).
-template <int BITS>
-struct AffineDecode {
-  template <int DIM>
-  __device__ __forceinline__ static uint4 decode8(const uint8_t* row, int c, int group_shift, const uint32_t*) {
-    const int g = (8 * c) >> group_shift, groups = DIM >> group_shift;
-    const uint8_t* first = row + DIM * BITS / 8;
-    const __half2 a = __half2half2(f16_at(first + 2 * g)), z = __half2half2(f16_at(first + 2 * (groups + g)));
-    __half2 h[4];
-    codes_1024<BITS>(load_codes8<BITS>(row, c), h);
-    const __half2 k1024 = __float2half2_rn(1024.0f);
-    return make_uint4(u32(__hfma2(__hsub2(h[0], k1024), a, z)), u32(__hfma2(__hsub2(h[1], k1024), a, z)),
-                      u32(__hfma2(__hsub2(h[2], k1024), a, z)), u32(__hfma2(__hsub2(h[3], k1024), a, z)));
-  }
-  __device__ __forceinline__ static void prepare_table(uint32_t*, const TurboTables&) {}
-};
-
-struct TurboKeyDecode {  // int8 codes, f16 scale sc and zero point zp per group of 32: (code + zp) * sc
-  template <int DIM>
-  __device__ __forceinline__ static uint4 decode8(const uint8_t* row, int c, int, const uint32_t*) {
-    const int g = c >> 2;
-    const uint8_t* first = row + DIM;
-    const float sc = __half2float(f16_at(first + 2 * g)), zp = __half2float(f16_at(first + 2 * (DIM / 32 + g)));
-    const __half2 a = __float2half2_rn(sc), z = __float2half2_rn(zp * sc);
-    __half2 h[4];
-    codes_1024<8>(load_codes8<8>(row, c) ^ 0x8080808080808080ull, h);  // 1024 + 128 + code
-    const __half2 k1152 = __float2half2_rn(1152.0f);
-    return make_uint4(u32(__hfma2(__hsub2(h[0], k1152), a, z)), u32(__hfma2(__hsub2(h[1], k1152), a, z)),
-                      u32(__hfma2(__hsub2(h[2], k1152), a, z)), u32(__hfma2(__hsub2(h[3], k1152), a, z)));
-  }
-  __device__ __forceinline__ static void prepare_table(uint32_t*, const TurboTables&) {}
-};
-
-// Codebook indices with an f16 RMS scale per group of 32, attended in the rotated domain. For BITS <= 4
-// a pair of adjacent codes is one index into a table of half2 (book[c0], book[c1]) (the two codes sit
-// side by side in the bit stream); 8-bit codes look up an f16 table one by one.
-template <int BITS>
-struct TurboValueDecode {
-  template <int DIM>
-  __device__ __forceinline__ static uint4 decode8(const uint8_t* row, int c, int, const uint32_t* table) {
-    const __half2 a = __half2half2(f16_at(row + DIM * BITS / 8 + 2 * (c >> 2)));
-    const uint64_t w = load_codes8<BITS>(row, c);
-    uint32_t out[4];
+// The NB bits of a packed row starting at bit `bit`, realigned to bit 0 of c. When NB is a multiple of
+// 32 the lanes' bit offsets are too (bit = lane group x NB) and the words are read directly; otherwise
+// one more word is read (it stays inside the row: the f16 fields follow the codes).
+template <int NB>
+__device__ __forceinline__ void lane_bits(const uint8_t* row, int bit, uint32_t (&c)[(NB + 31) / 32]) {
+  constexpr int W = (NB + 31) / 32;
+  if constexpr (NB % 32 == 0) {
+    load_words<W>(row + bit / 8, c);
+  } else {
+    const uint32_t* p = reinterpret_cast<const uint32_t*>(row) + (bit >> 5);
+    const int sh = bit & 31;
+    uint32_t w[W + 1];
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      if constexpr (BITS <= 4) {
-        const uint32_t pair = static_cast<uint32_t>(w >> (2 * BITS * i)) & ((1u << (2 * BITS)) - 1u);
-        out[i] = u32(__hmul2(h2(table[pair]), a));
+    for (int i = 0; i <= W; ++i) w[i] = p[i];
+#pragma unroll
+    for (int i = 0; i < W; ++i) c[i] = __funnelshift_r(w[i], w[i + 1], sh);
+  }
+}
+
+// Bits [pos, pos + N) of the little-endian stream c (pos compile-time after unrolling).
+template <int N, int W>
+__device__ __forceinline__ uint32_t bits_at(const uint32_t (&c)[W], int pos) {
+  const int w = pos >> 5, sh = pos & 31;
+  const uint32_t x = sh + N <= 32 || w + 1 >= W ? c[w] >> sh : __funnelshift_r(c[w], c[w + 1], sh);
+  return x & ((1u << N) - 1u);
+}
+
+// Keys (the B fragments of Q K^T). decode<HD>(row, t, shift, b): b[kk] = {elements kdim(t, kk, 0..1),
+// kdim(t, kk, 2..3)} of one packed key row as f16 pairs, for every k-step kk; shift is log2 of the
+// group. BITS 8 or 4; TURBO: TurboQuant's int8 keys, (code + zp) * sc, else affine code * scale + bias.
+template <int BITS, bool TURBO>
+struct KeyFrag {
+  template <int HD>
+  __device__ __forceinline__ static int kdim(int t, int kk, int e) {
+    const int base = t * (HD / 4);
+    if constexpr (BITS == 8) return base + 4 * kk + e;            // one word per k-step
+    return base + 8 * (kk >> 1) + 2 * (kk & 1) + (e >> 1) + 4 * (e & 1);  // nibbles (0, 4), (1, 5) | (2, 6), (3, 7)
+  }
+  // Scale a and offset z of group gi, both as half2.
+  template <int HD>
+  __device__ __forceinline__ static void group(const uint8_t* row, int gi, int shift, __half2& a, __half2& z) {
+    const uint8_t* first = row + HD * BITS / 8;
+    const int groups = HD >> shift;
+    if constexpr (TURBO) {
+      const float sc = __half2float(f16_at(first + 2 * gi)), zp = __half2float(f16_at(first + 2 * (groups + gi)));
+      a = __float2half2_rn(sc), z = __float2half2_rn(zp * sc);
+    } else {
+      a = __half2half2(f16_at(first + 2 * gi)), z = __half2half2(f16_at(first + 2 * (groups + gi)));
+    }
+  }
+  template <int HD>
+  __device__ __forceinline__ static void decode(const uint8_t* row, int t, int shift, uint32_t (&b)[HD / 16][2]) {
+    constexpr int kWords = HD / 4 * BITS / 32;  // the lane's codes
+    const int base = t * (HD / 4);
+    // Dims [base, base + HD/8) and [base + HD/8, base + HD/4): one group unless HD is 256 (groups >= 32).
+    __half2 a[2], z[2];
+    group<HD>(row, base >> shift, shift, a[0], z[0]);
+    if constexpr (HD == 256) {
+      group<HD>(row, (base + HD / 8) >> shift, shift, a[1], z[1]);
+    } else {
+      a[1] = a[0], z[1] = z[0];
+    }
+    uint32_t w[kWords];
+    load_words<kWords>(row + t * kWords * 4, w);
+    const __half2 off = __float2half2_rn(TURBO ? 1152.0f : 1024.0f);
+    auto value = [&](__half2 x, int kk) {
+      const int h = kk >= HD / 32;
+      return u32(__hfma2(__hsub2(x, off), a[h], z[h]));
+    };
+#pragma unroll
+    for (int i = 0; i < kWords; ++i) {
+      if constexpr (BITS == 8) {
+        const uint32_t x = TURBO ? w[i] ^ 0x80808080u : w[i];  // signed codes: 1024 + 128 + code
+        b[i][0] = value(bytes_1024(x, 0x4140), i), b[i][1] = value(bytes_1024(x, 0x4342), i);
       } else {
-        const uint16_t* book = reinterpret_cast<const uint16_t*>(table);
-        const uint32_t lo = book[static_cast<uint32_t>(w >> (16 * i)) & 0xFFu];
-        const uint32_t hi = book[static_cast<uint32_t>(w >> (16 * i + 8)) & 0xFFu];
-        out[i] = u32(__hmul2(h2(lo | (hi << 16)), a));
+        const int kk = 2 * i;
+        b[kk][0] = value(nibbles_1024(w[i]), kk), b[kk][1] = value(nibbles_1024(w[i] >> 4), kk);
+        b[kk + 1][0] = value(nibbles_1024(w[i] >> 8), kk), b[kk + 1][1] = value(nibbles_1024(w[i] >> 12), kk);
       }
     }
-    return make_uint4(out[0], out[1], out[2], out[3]);
   }
-  // table (256 words of shared memory): the pair table, or the f16 codebook for 8-bit codes.
+};
+
+// Values (the B fragments of P V). decode2<HD>(ra, rb, g, shift, table, v): v[j] = (A[g HD/8 + j],
+// B[g HD/8 + j]), the f16 pair of the keys of packed rows ra and rb in n-tile j.
+template <int BITS>
+struct AffineValueFrag {
+  static constexpr int kTableWords = 0;
+  template <int HD>
+  __device__ __forceinline__ static void decode2(const uint8_t* ra, const uint8_t* rb, int g, int shift,
+                                                 const uint32_t*, uint32_t (&v)[HD / 8]) {
+    constexpr int VD = HD / 8, kWords = VD * BITS / 32;
+    const int gi = (g * VD) >> shift, groups = HD >> shift;
+    const uint8_t *fa = ra + HD * BITS / 8, *fb = rb + HD * BITS / 8;
+    const __half2 a = __halves2half2(f16_at(fa + 2 * gi), f16_at(fb + 2 * gi));
+    const __half2 z = __halves2half2(f16_at(fa + 2 * (groups + gi)), f16_at(fb + 2 * (groups + gi)));
+    const __half2 k1024 = __float2half2_rn(1024.0f);
+    auto value = [&](__half2 x) { return u32(__hfma2(__hsub2(x, k1024), a, z)); };
+    uint32_t wa[kWords], wb[kWords];
+    load_words<kWords>(ra + g * kWords * 4, wa);
+    load_words<kWords>(rb + g * kWords * 4, wb);
+#pragma unroll
+    for (int m = 0; m < kWords; ++m) {
+      if constexpr (BITS == 8) {
+        const uint32_t lo = prmt(wa[m], wb[m], 0x5140), hi = prmt(wa[m], wb[m], 0x7362);  // A0 B0 A1 B1 | A2 B2 A3 B3
+        v[4 * m] = value(bytes_1024(lo, 0x4140)), v[4 * m + 1] = value(bytes_1024(lo, 0x4342));
+        v[4 * m + 2] = value(bytes_1024(hi, 0x4140)), v[4 * m + 3] = value(bytes_1024(hi, 0x4342));
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {  // nibbles (i, i + 4) of each row, paired across the rows
+          const uint32_t x = u32(nibbles_1024(wa[m] >> (4 * i))), y = u32(nibbles_1024(wb[m] >> (4 * i)));
+          v[8 * m + i] = value(h2(prmt(x, y, 0x5410))), v[8 * m + i + 4] = value(h2(prmt(x, y, 0x7632)));
+        }
+      }
+    }
+  }
+  __device__ __forceinline__ static void prepare_table(uint32_t*, const TurboTables&) {}
+};
+
+// TurboQuant values: codebook indices with an f16 RMS scale per group, attended in the rotated domain.
+// For BITS <= 4 a pair of adjacent codes is one index into a table of half2 (book[c0], book[c1]),
+// stored kCopies times side by side so that lane l reads copy l % kCopies: the 32 lanes' random
+// indices then fall in distinct banks (two lanes per bank at most for 4-bit codes). 8-bit codes look
+// up an f16 codebook one by one.
+template <int BITS>
+struct TurboValueFrag {
+  static constexpr int kCopies = BITS <= 3 ? 32 : BITS == 4 ? 16 : 1;
+  static constexpr int kTableWords = BITS <= 4 ? (1 << (2 * BITS)) * kCopies : 128;
+  template <int HD>
+  __device__ __forceinline__ static void decode2(const uint8_t* ra, const uint8_t* rb, int g, int shift,
+                                                 const uint32_t* table, uint32_t (&v)[HD / 8]) {
+    constexpr int VD = HD / 8, NB = VD * BITS;
+    const int gi = (g * VD) >> shift;
+    const __half2 s = __halves2half2(f16_at(ra + HD * BITS / 8 + 2 * gi), f16_at(rb + HD * BITS / 8 + 2 * gi));
+    uint32_t ca[(NB + 31) / 32], cb[(NB + 31) / 32];
+    lane_bits<NB>(ra, g * NB, ca);
+    lane_bits<NB>(rb, g * NB, cb);
+    if constexpr (BITS == 8) {
+      const uint16_t* book = reinterpret_cast<const uint16_t*>(table);
+#pragma unroll
+      for (int j = 0; j < VD; ++j) {
+        const uint32_t x = book[bits_at<8>(ca, 8 * j)], y = book[bits_at<8>(cb, 8 * j)];
+        v[j] = u32(__hmul2(h2(x | (y << 16)), s));
+      }
+    } else {
+      const uint32_t* mine = table + (threadIdx.x & (kCopies - 1));  // this lane's copy
+#pragma unroll
+      for (int p = 0; p < VD / 2; ++p) {  // dims 2p, 2p + 1 of each row, paired across the rows
+        const uint32_t x = mine[bits_at<2 * BITS>(ca, 2 * BITS * p) * kCopies];
+        const uint32_t y = mine[bits_at<2 * BITS>(cb, 2 * BITS * p) * kCopies];
+        v[2 * p] = u32(__hmul2(h2(prmt(x, y, 0x5410)), s)), v[2 * p + 1] = u32(__hmul2(h2(prmt(x, y, 0x7632)), s));
+      }
+    }
+  }
+  // table (kTableWords of shared memory): the pair table's copies, or the f16 codebook for 8-bit codes.
   __device__ __forceinline__ static void prepare_table(uint32_t* table, const TurboTables& t) {
     if constexpr (BITS <= 4) {
-      for (int i = threadIdx.x; i < (1 << (2 * BITS)); i += blockDim.x)
-        table[i] = u32(__floats2half2_rn(t.book[i & ((1 << BITS) - 1)], t.book[i >> BITS]));
+      for (int i = threadIdx.x; i < kTableWords; i += blockDim.x) {
+        const int pair = i / kCopies;
+        table[i] = u32(__floats2half2_rn(t.book[pair & ((1 << BITS) - 1)], t.book[pair >> BITS]));
+      }
     } else {
       uint16_t* book = reinterpret_cast<uint16_t*>(table);
       for (int i = threadIdx.x; i < 256; i += blockDim.x) book[i] = __half_as_ushort(__float2half_rn(t.book[i]));
     }
   }
 };
-
-// Bytes of dynamic shared memory for head dim HD and staged rows of k_stage / v_stage bytes (multiples
-// of 16): the query tile, each warp's f16 K and V tiles and its two staging buffers, the codebook and
-// the step's unquantized position.
-template <int HD>
-constexpr size_t kv_mma_smem_bytes(int k_stage, int v_stage) {
-  return (16 + 2 * kKVTileKeys) * (HD + 8) * sizeof(__half) + 2 * kKVTileKeys * (k_stage + v_stage) +
-         (256 + 2 * HD) * sizeof(float);
-}
 
 // Which pieces of a staged tile a lane copies: the flat piece indices lane, lane + 32, ... of rows of
 // per_row pieces, walked as (row, piece) without a division in the copy loop.
@@ -188,48 +293,28 @@ __device__ __forceinline__ void warp_stage_any(int gran, uint8_t* dst, const uin
   else warp_stage_rows<4>(dst, src, src_step, stage, n, p);
 }
 
-// One warp dequantises a staged 16-key tile into f16 rows of HD + 8: row r is key n0 + r -- a stored
-// row when below hi, the step's unquantized position (f32 in fresh) when it is index S and has_new,
-// zeros otherwise.
-template <int HD, typename Codec>
-__device__ __forceinline__ void warp_dequant(__half* dst, const uint8_t* staged, int stage, int group_shift,
-                                             const uint32_t* table, int n0, int hi, int S, bool has_new,
-                                             const float* fresh, int lane) {
-  constexpr int kChunks = HD / 8;
-#pragma unroll 4
-  for (int idx = lane; idx < kKVWarpKeys * kChunks; idx += 32) {
-    const int r = idx / kChunks, c = idx % kChunks;
-    const int j = n0 + r;
-    uint4 packed = make_uint4(0, 0, 0, 0);
-    if (j < hi) {
-      packed = Codec::template decode8<HD>(staged + r * stage, c, group_shift, table);
-    } else if (has_new && j == S) {
-      const float* x = fresh + 8 * c;
-      packed = make_uint4(pack2<__half>(x[0], x[1]), pack2<__half>(x[2], x[3]), pack2<__half>(x[4], x[5]),
-                          pack2<__half>(x[6], x[7]));
-    }
-    *reinterpret_cast<uint4*>(dst + r * (HD + 8) + 8 * c) = packed;
-  }
+// x with its half `hi` (0 low, 1 high) replaced by the f16 of `value`.
+__device__ __forceinline__ uint32_t with_half(uint32_t x, int hi, float value) {
+  const uint32_t h = __half_as_ushort(__float2half_rn(value));
+  return hi ? (x & 0xFFFFu) | (h << 16) : (x & 0xFFFF0000u) | h;
 }
 
-// a.chunk is a multiple of kKVTileKeys; k_stage / v_stage the staged row sizes; k_gran / v_gran the
-// cp.async widths (4, 8 or 16) that divide the packed row sizes and the rows' alignment; k_shift /
-// v_shift log2 of the affine groups.
+// a.chunk is a multiple of kKVTileKeys; k_stage / v_stage the staged row strides (kv_stage_stride);
+// k_gran / v_gran the cp.async widths (4, 8 or 16) that divide the packed row sizes and the rows'
+// alignment; k_shift / v_shift log2 of the groups.
 template <typename T, int HD, typename KC, typename VC>
 __global__ void __launch_bounds__(kFlashWarps * 32) kv_decode_attention_mma_kernel(KVAttnArgs a, TurboTables t,
                                                                                   int k_stage, int v_stage, int k_gran,
                                                                                   int v_gran, int k_shift, int v_shift) {
   extern __shared__ __align__(16) unsigned char kv_mma_smem[];
-  constexpr int kStride = HD + 8, BN = kKVWarpKeys;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  __half* sq = reinterpret_cast<__half*>(kv_mma_smem);
-  __half* sk = sq + 16 * kStride + warp * 2 * BN * kStride;  // this warp's K tile, then its V tile
-  __half* sv = sk + BN * kStride;
-  uint8_t* raw_all = reinterpret_cast<uint8_t*>(sq + (16 + 2 * kKVTileKeys) * kStride);
+  constexpr int BN = kKVWarpKeys, VD = HD / 8;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+  uint4* sqf = reinterpret_cast<uint4*>(kv_mma_smem);  // [HD / 16][32]: each lane's query A fragments
+  uint8_t* stage_all = reinterpret_cast<uint8_t*>(sqf + HD / 16 * 32);
   const int stage_bytes = BN * (k_stage + v_stage);
-  uint8_t* raw = raw_all + warp * 2 * stage_bytes;  // this warp's two staging buffers
-  uint32_t* table = reinterpret_cast<uint32_t*>(raw_all + kFlashWarps * 2 * stage_bytes);  // 256 words
-  float* new_k = reinterpret_cast<float*>(table + 256);
+  uint8_t* raw = stage_all + warp * kKVStages * stage_bytes;  // this warp's staging buffers
+  uint32_t* table = reinterpret_cast<uint32_t*>(stage_all + kv_mma_stage_area<HD>(k_stage, v_stage));
+  float* new_k = reinterpret_cast<float*>(table + VC::kTableWords);
   float* new_v = new_k + HD;
 
   const int64_t split = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
@@ -244,7 +329,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) kv_decode_attention_mma_kern
     const int n = a.lengths[b];
     len = n < 0 ? 0 : (n < S ? n : S);
   }
-  const int hi = len < j1 ? len : j1;  // stored rows this split dequantises: [j0, hi)
+  const int hi = len < j1 ? len : j1;  // stored rows this split reads: [j0, hi)
   const int64_t slot = b * a.Hkv + hk, pos_stride = a.B * a.Hkv;
   const int64_t k_step = pos_stride * a.kc.row_bytes, v_step = pos_stride * a.vc.row_bytes;  // bytes per key
   const uint8_t* k_base = a.k_rows + slot * a.kc.row_bytes;
@@ -253,19 +338,30 @@ __global__ void __launch_bounds__(kFlashWarps * 32) kv_decode_attention_mma_kern
 
   auto stage = [&](int n0, int buf) {
     uint8_t* dst = raw + buf * stage_bytes;
-    const int n = hi - n0 < BN ? hi - n0 : BN;  // rows past hi are never read
+    const int n = hi - n0 < BN ? hi - n0 : BN;  // rows past hi are never decoded
     warp_stage_any(k_gran, dst, k_base + n0 * k_step, k_step, k_stage, n, k_plan);
     warp_stage_any(v_gran, dst + BN * k_stage, v_base + n0 * v_step, v_step, v_stage, n, v_plan);
   };
   const int first = j0 + warp * BN, step = kFlashWarps * BN;
-  if (first < j1) stage(first, 0);
-  cp_async_commit();
+#pragma unroll
+  for (int i = 0; i < kKVStages - 1; ++i) {
+    if (first + i * step < j1) stage(first + i * step, i);
+    cp_async_commit();
+  }
 
-  for (int idx = threadIdx.x; idx < 16 * HD; idx += blockDim.x) {
-    const int r = idx / HD, d = idx % HD;
-    float x = 0.0f;
-    if (r < G) x = to_f32(static_cast<const T*>(a.q)[b * a.qs[0] + (hk * G + r) * a.qs[1] + d]);
-    sq[r * kStride + d] = __float2half_rn(x);
+  // Query fragments in KC's dim order: lane l holds rows l / 4 and l / 4 + 8 (zero past G).
+  for (int idx = threadIdx.x; idx < HD / 16 * 32; idx += blockDim.x) {
+    const int kk = idx >> 5, qg = (idx & 31) >> 2, qt = idx & 3;
+    float x[2][4];
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int r = qg + 8 * rr;
+      const T* qp = static_cast<const T*>(a.q) + b * a.qs[0] + (hk * G + r) * a.qs[1];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) x[rr][e] = r < G ? to_f32(qp[KC::template kdim<HD>(qt, kk, e)]) : 0.0f;
+    }
+    sqf[idx] = make_uint4(pack2<__half>(x[0][0], x[0][1]), pack2<__half>(x[1][0], x[1][1]),
+                          pack2<__half>(x[0][2], x[0][3]), pack2<__half>(x[1][2], x[1][3]));
   }
   VC::prepare_table(table, t);
   const bool owns_new = has_new && j0 <= S && S < j1;  // uniform across the block
@@ -285,28 +381,79 @@ __global__ void __launch_bounds__(kFlashWarps * 32) kv_decode_attention_mma_kern
 #pragma unroll
   for (int i = 0; i < HD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
+  auto masked = [&](int, int j) { return j >= j1 || (j >= len && !(owns_new && j == S)); };
+  // A key past hi is the step's unquantized position (S, when this block owns it) or zeros: its staged
+  // row was never written.
+  auto fix_key = [&](uint32_t(&kb)[HD / 16][2], int j) {
+    const bool fresh = owns_new && j == S;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        kb[kk][h] = fresh ? pack2<__half>(new_k[KC::template kdim<HD>(tq, kk, 2 * h)],
+                                          new_k[KC::template kdim<HD>(tq, kk, 2 * h + 1)])
+                          : 0u;
+      }
+    }
+  };
+  auto fix_value = [&](uint32_t(&v)[VD], int j, int half) {
+    if (j < hi) return;
+    const bool fresh = owns_new && j == S;
+#pragma unroll
+    for (int i = 0; i < VD; ++i) v[i] = with_half(v[i], half, fresh ? new_v[g * VD + i] : 0.0f);
+  };
+
   int buf = 0;
-  for (int n0 = first; n0 < j1; n0 += step, buf ^= 1) {
-    if (n0 + step < j1) stage(n0 + step, buf ^ 1);
+  for (int n0 = first; n0 < j1; n0 += step) {
+    const int ahead = n0 + (kKVStages - 1) * step;
+    if (ahead < j1) stage(ahead, buf == 0 ? kKVStages - 1 : buf - 1);
     cp_async_commit();
-    cp_async_wait<1>();
+    cp_async_wait<kKVStages - 1>();
     __syncwarp();
-    const uint8_t* cur = raw + buf * stage_bytes;
-    warp_dequant<HD, KC>(sk, cur, k_stage, k_shift, table, n0, hi, S, owns_new, new_k, lane);
-    warp_dequant<HD, VC>(sv, cur + BN * k_stage, v_stage, v_shift, table, n0, hi, S, owns_new, new_v, lane);
-    __syncwarp();
-    decode_tile<__half, HD, BN>(sq, sk, sv, n0, a.scale, a.softcap, o, row_m, row_l, [&](int, int64_t j) {
-      return j >= j1 || (j >= len && !(owns_new && j == S));
-    });
-    __syncwarp();  // the next tile's dequantisation overwrites sk / sv
+    const uint8_t* ck = raw + buf * stage_bytes;
+    const uint8_t* cv = ck + BN * k_stage;
+    const bool full = n0 + BN <= hi;  // uniform across the warp
+
+    float s[BN / 8][4];
+#pragma unroll
+    for (int nn = 0; nn < BN / 8; ++nn) {
+      s[nn][0] = s[nn][1] = s[nn][2] = s[nn][3] = 0.0f;
+      const int r = nn * 8 + g;  // the key this lane feeds to n-tile nn
+      uint32_t kb[HD / 16][2];
+      KC::template decode<HD>(ck + r * k_stage, tq, k_shift, kb);
+      if (!full && n0 + r >= hi) fix_key(kb, n0 + r);
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; ++kk) {
+        const uint4 q4 = sqf[kk * 32 + lane];
+        const uint32_t qa[4] = {q4.x, q4.y, q4.z, q4.w};
+        mma16816<__half>(s[nn], qa, kb[kk][0], kb[kk][1]);
+      }
+    }
+    decode_softmax<HD, BN>(s, n0, a.scale, a.softcap, o, row_m, row_l, masked);
+    const uint32_t pa[4] = {pack2<__half>(s[0][0], s[0][1]), pack2<__half>(s[0][2], s[0][3]),
+                            pack2<__half>(s[1][0], s[1][1]), pack2<__half>(s[1][2], s[1][3])};
+    uint32_t v0[VD], v1[VD];  // keys 2 tq, 2 tq + 1 and 2 tq + 8, 2 tq + 9
+    VC::template decode2<HD>(cv + 2 * tq * v_stage, cv + (2 * tq + 1) * v_stage, g, v_shift, table, v0);
+    VC::template decode2<HD>(cv + (2 * tq + 8) * v_stage, cv + (2 * tq + 9) * v_stage, g, v_shift, table, v1);
+    if (!full) {
+      fix_value(v0, n0 + 2 * tq, 0), fix_value(v0, n0 + 2 * tq + 1, 1);
+      fix_value(v1, n0 + 2 * tq + 8, 0), fix_value(v1, n0 + 2 * tq + 9, 1);
+    }
+#pragma unroll
+    for (int j = 0; j < VD; ++j) mma16816<__half>(o[j], pa, v0[j], v1[j]);
+    __syncwarp();  // two tiles on, this buffer is staged again
+    buf = buf + 1 == kKVStages ? 0 : buf + 1;
   }
   cp_async_wait<0>();
-  __syncthreads();  // every warp is done with its tiles: the merge reuses them
+  __syncthreads();  // every warp is done with its buffers: the merge reuses them
 
-  float* scratch = reinterpret_cast<float*>(sq + 16 * kStride);  // the K/V tiles: >= 4 * 16 * (HD + 2) floats
-  decode_merge<HD>(scratch, static_cast<int>(G), o, row_m, row_l, [&](int r, int d, float acc, float M, float L) {
-    store_partial<HD>(a.partial + (split * a.B * a.Hq + b * a.Hq + hk * G + r) * (HD + 2), d, acc, M, L);
-  });
+  float* scratch = reinterpret_cast<float*>(stage_all);
+  decode_merge<HD>(
+      scratch, static_cast<int>(G), o, row_m, row_l,
+      [&](int r, int d, float acc, float M, float L) {
+        store_partial<HD>(a.partial + (split * a.B * a.Hq + b * a.Hq + hk * G + r) * (HD + 2), d, acc, M, L);
+      },
+      [](int c) { return (c & 7) * VD + (c >> 3); });  // column c of n-tile j is dim c HD/8 + j
 }
 
 }  // namespace tern::cuda::kernels
