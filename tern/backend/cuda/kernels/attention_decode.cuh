@@ -73,21 +73,27 @@ __device__ __forceinline__ void decode_softmax(float (&s)[BN / 8][4], I n0, floa
                                                Masked masked) {
   const int t = threadIdx.x & 3;
   float tile_max[2] = {-INFINITY, -INFINITY};
+  if (softcap > 0.0f) {  // uniform: decided once per tile, not per score
+    const float inv = scale / softcap, out = softcap * kLog2e;
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[i][e] = out * tanhf(s[i][e] * inv);
+  } else {
+    const float k = scale * kLog2e;
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[i][e] *= k;
+  }
 #pragma unroll
   for (int i = 0; i < BN / 8; ++i) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int rr = e >> 1;
       const I j = n0 + i * 8 + 2 * t + (e & 1);
-      float x = s[i][e];
-      if (softcap > 0.0f) {
-        x = softcap * tanhf(x * scale / softcap) * kLog2e;
-      } else {
-        x *= scale * kLog2e;
-      }
-      if (masked(rr, j)) x = -INFINITY;
-      s[i][e] = x;
-      tile_max[rr] = fmaxf(tile_max[rr], x);
+      if (masked(rr, j)) s[i][e] = -INFINITY;
+      tile_max[rr] = fmaxf(tile_max[rr], s[i][e]);
     }
   }
   float corr[2];

@@ -255,42 +255,33 @@ struct TurboValueFrag {
   }
 };
 
-// Which pieces of a staged tile a lane copies: the flat piece indices lane, lane + 32, ... of rows of
-// per_row pieces, walked as (row, piece) without a division in the copy loop.
-struct StagePlan {
-  int per_row, r0, c0, step_r, step_c;
-};
-__device__ __forceinline__ StagePlan stage_plan(int row_bytes, int gran, int lane) {
-  StagePlan p;
-  p.per_row = row_bytes / gran;
-  p.r0 = lane / p.per_row, p.c0 = lane % p.per_row;
-  p.step_r = 32 / p.per_row, p.step_c = 32 % p.per_row;
-  return p;
-}
-
-// One warp copies the first n rows of a tile (row r at src + r * src_step bytes) into dst (rows of
-// `stage` bytes), GRAN bytes per cp.async.
+// One warp copies the first n rows of a 16-row tile (row r at src + r * src_step bytes) into dst (rows
+// of `stage` bytes), GRAN bytes per cp.async: lanes 2 r and 2 r + 1 each copy half of row r's
+// per_row pieces, so a lane's addresses only step by GRAN inside the loop.
 template <int GRAN>
 __device__ __forceinline__ void warp_stage_rows(uint8_t* dst, const uint8_t* src, int64_t src_step, int stage, int n,
-                                                const StagePlan& p) {
-  for (int r = p.r0, c = p.c0; r < n;) {
-    const uint32_t d = smem_addr(dst + r * stage + c * GRAN);
-    const uint8_t* g = src + r * src_step + c * GRAN;
+                                                int per_row, int lane) {
+  const int r = lane >> 1;
+  if (r >= n) return;
+  const int half = (per_row + 1) >> 1, c0 = (lane & 1) * half;
+  const int count = (lane & 1) ? per_row - half : half;
+  uint32_t d = smem_addr(dst + r * stage + c0 * GRAN);
+  const uint8_t* g = src + r * src_step + c0 * GRAN;
+  for (int i = 0; i < count; ++i, d += GRAN, g += GRAN) {
     if constexpr (GRAN == 16) {
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(g));
     } else {
       asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(d), "l"(g), "n"(GRAN));
     }
-    r += p.step_r, c += p.step_c;
-    if (c >= p.per_row) c -= p.per_row, ++r;
   }
 }
 
 __device__ __forceinline__ void warp_stage_any(int gran, uint8_t* dst, const uint8_t* src, int64_t src_step, int stage,
-                                               int n, const StagePlan& p) {
-  if (gran == 16) warp_stage_rows<16>(dst, src, src_step, stage, n, p);
-  else if (gran == 8) warp_stage_rows<8>(dst, src, src_step, stage, n, p);
-  else warp_stage_rows<4>(dst, src, src_step, stage, n, p);
+                                               int n, int row_bytes, int lane) {
+  static_assert(kKVWarpKeys == 16, "two lanes per staged row");
+  if (gran == 16) warp_stage_rows<16>(dst, src, src_step, stage, n, row_bytes / 16, lane);
+  else if (gran == 8) warp_stage_rows<8>(dst, src, src_step, stage, n, row_bytes / 8, lane);
+  else warp_stage_rows<4>(dst, src, src_step, stage, n, row_bytes / 4, lane);
 }
 
 // x with its half `hi` (0 low, 1 high) replaced by the f16 of `value`.
@@ -301,9 +292,10 @@ __device__ __forceinline__ uint32_t with_half(uint32_t x, int hi, float value) {
 
 // a.chunk is a multiple of kKVTileKeys; k_stage / v_stage the staged row strides (kv_stage_stride);
 // k_gran / v_gran the cp.async widths (4, 8 or 16) that divide the packed row sizes and the rows'
-// alignment; k_shift / v_shift log2 of the groups.
+// alignment; k_shift / v_shift log2 of the groups. Three blocks per SM (168 registers) below head dim
+// 256, whose accumulators alone take 128.
 template <typename T, int HD, typename KC, typename VC>
-__global__ void __launch_bounds__(kFlashWarps * 32) kv_decode_attention_mma_kernel(KVAttnArgs a, TurboTables t,
+__global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3) kv_decode_attention_mma_kernel(KVAttnArgs a, TurboTables t,
                                                                                   int k_stage, int v_stage, int k_gran,
                                                                                   int v_gran, int k_shift, int v_shift) {
   extern __shared__ __align__(16) unsigned char kv_mma_smem[];
@@ -334,13 +326,12 @@ __global__ void __launch_bounds__(kFlashWarps * 32) kv_decode_attention_mma_kern
   const int64_t k_step = pos_stride * a.kc.row_bytes, v_step = pos_stride * a.vc.row_bytes;  // bytes per key
   const uint8_t* k_base = a.k_rows + slot * a.kc.row_bytes;
   const uint8_t* v_base = a.v_rows + slot * a.vc.row_bytes;
-  const StagePlan k_plan = stage_plan(a.kc.row_bytes, k_gran, lane), v_plan = stage_plan(a.vc.row_bytes, v_gran, lane);
 
   auto stage = [&](int n0, int buf) {
     uint8_t* dst = raw + buf * stage_bytes;
     const int n = hi - n0 < BN ? hi - n0 : BN;  // rows past hi are never decoded
-    warp_stage_any(k_gran, dst, k_base + n0 * k_step, k_step, k_stage, n, k_plan);
-    warp_stage_any(v_gran, dst + BN * k_stage, v_base + n0 * v_step, v_step, v_stage, n, v_plan);
+    warp_stage_any(k_gran, dst, k_base + n0 * k_step, k_step, k_stage, n, a.kc.row_bytes, lane);
+    warp_stage_any(v_gran, dst + BN * k_stage, v_base + n0 * v_step, v_step, v_stage, n, a.vc.row_bytes, lane);
   };
   const int first = j0 + warp * BN, step = kFlashWarps * BN;
 #pragma unroll
@@ -429,7 +420,11 @@ __global__ void __launch_bounds__(kFlashWarps * 32) kv_decode_attention_mma_kern
         mma16816<__half>(s[nn], qa, kb[kk][0], kb[kk][1]);
       }
     }
-    decode_softmax<HD, BN>(s, n0, a.scale, a.softcap, o, row_m, row_l, masked);
+    if (full) {  // nothing in the tile is hidden
+      decode_softmax<HD, BN>(s, n0, a.scale, a.softcap, o, row_m, row_l, [](int, int) { return false; });
+    } else {
+      decode_softmax<HD, BN>(s, n0, a.scale, a.softcap, o, row_m, row_l, masked);
+    }
     const uint32_t pa[4] = {pack2<__half>(s[0][0], s[0][1]), pack2<__half>(s[0][2], s[0][3]),
                             pack2<__half>(s[1][0], s[1][1]), pack2<__half>(s[1][2], s[1][3])};
     uint32_t v0[VD], v1[VD];  // keys 2 tq, 2 tq + 1 and 2 tq + 8, 2 tq + 9
