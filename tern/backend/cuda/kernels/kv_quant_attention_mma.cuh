@@ -114,6 +114,20 @@ __device__ __forceinline__ uint32_t bits_at(const uint32_t (&c)[W], int pos) {
   return x & ((1u << N) - 1u);
 }
 
+// The same field already shifted left by OUT (the byte offset of a table entry of 2^OUT bytes): one
+// shift and one mask instead of two shifts and a mask.
+template <int N, int OUT, int W>
+__device__ __forceinline__ uint32_t field_shifted(const uint32_t (&c)[W], int pos) {
+  const int w = pos >> 5, sh = pos & 31;
+  uint32_t x;
+  if (sh + N <= 32 || w + 1 >= W) {
+    x = sh >= OUT ? c[w] >> (sh - OUT) : c[w] << (OUT - sh);
+  } else {
+    x = __funnelshift_r(c[w], c[w + 1], sh) << OUT;
+  }
+  return x & (((1u << N) - 1u) << OUT);
+}
+
 // Keys (the B fragments of Q K^T). decode<HD>(row, t, shift, b): b[kk] = {elements kdim(t, kk, 0..1),
 // kdim(t, kk, 2..3)} of one packed key row as f16 pairs, for every k-step kk; shift is log2 of the
 // group. BITS 8 or 4; TURBO: TurboQuant's int8 keys, (code + zp) * sc, else affine code * scale + bias.
@@ -130,9 +144,8 @@ struct KeyFrag {
   __device__ __forceinline__ static void group(const uint8_t* row, int gi, int shift, __half2& a, __half2& z) {
     const uint8_t* first = row + HD * BITS / 8;
     const int groups = HD >> shift;
-    if constexpr (TURBO) {
-      const float sc = __half2float(f16_at(first + 2 * gi)), zp = __half2float(f16_at(first + 2 * (groups + gi)));
-      a = __float2half2_rn(sc), z = __float2half2_rn(zp * sc);
+    if constexpr (TURBO) {  // zp * sc rounded once to f16, as the f32 product would be
+      a = __half2half2(f16_at(first + 2 * gi)), z = __hmul2(__half2half2(f16_at(first + 2 * (groups + gi))), a);
     } else {
       a = __half2half2(f16_at(first + 2 * gi)), z = __half2half2(f16_at(first + 2 * (groups + gi)));
     }
@@ -232,11 +245,14 @@ struct TurboValueFrag {
         v[j] = u32(__hmul2(h2(x | (y << 16)), s));
       }
     } else {
-      const uint32_t* mine = table + (threadIdx.x & (kCopies - 1));  // this lane's copy
+      constexpr int kEntryShift = kCopies == 32 ? 7 : 6;  // bytes from one pair's copies to the next pair's
+      const uint32_t mine = (threadIdx.x & (kCopies - 1)) * 4;  // this lane's copy
+      const uint8_t* base = reinterpret_cast<const uint8_t*>(table);
+      auto entry = [&](uint32_t offset) { return *reinterpret_cast<const uint32_t*>(base + (offset | mine)); };
 #pragma unroll
       for (int p = 0; p < VD / 2; ++p) {  // dims 2p, 2p + 1 of each row, paired across the rows
-        const uint32_t x = mine[bits_at<2 * BITS>(ca, 2 * BITS * p) * kCopies];
-        const uint32_t y = mine[bits_at<2 * BITS>(cb, 2 * BITS * p) * kCopies];
+        const uint32_t x = entry(field_shifted<2 * BITS, kEntryShift>(ca, 2 * BITS * p));
+        const uint32_t y = entry(field_shifted<2 * BITS, kEntryShift>(cb, 2 * BITS * p));
         v[2 * p] = u32(__hmul2(h2(prmt(x, y, 0x5410)), s)), v[2 * p + 1] = u32(__hmul2(h2(prmt(x, y, 0x7632)), s));
       }
     }
