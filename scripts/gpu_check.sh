@@ -14,6 +14,8 @@
 # TERN_GPU_KV=1 (with the CLI) runs bench/kv_table.sh (KINDS, CONTEXTS, BATCHES, REPEATS, GEN) on a random
 # Qwen3-8B checkpoint. TERN_GPU_TEST_FILTER narrows the CUDA tests (a gtest filter). TERN_GPU_SKIP_OPS=1 skips the op tests and benchmark; TERN_GPU_SKIP_PEER=1 the checkpoint and HF part. With TERN_GPU_TOKENIZER=1 (and the CLI) `run`
 # also runs bench/tokenizer.sh beside HF tokenizers (carry bench/data and tests/data/tokenizers/npm).
+# TERN_GPU_NCU / TERN_GPU_SASS: a kernel's Nsight Compute profile / SASS (see profile_stage, sass_stage).
+# Any subset of the three binaries may travel: the stages whose binary is missing say so and are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-run}
@@ -91,11 +93,49 @@ unpack() {
   done
 }
 
+# TERN_GPU_NCU=REGEX: Nsight Compute on the op benchmark (BENCH_ARGS) for the first kernel whose
+# demangled name matches REGEX after TERN_GPU_NCU_SKIP (default 0) earlier matches: the launch, occupancy,
+# throughput, warp-state, scheduler and source-counter sections in ncu.txt, the key lines printed.
+# Template arguments print as "(int)3": match them with "." (e.g. 'TurboValueFrag<.int.3>').
+profile_stage() {
+  local out=$1 ncu
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
+  if [[ -z $ncu ]]; then echo "no ncu on this machine"; return 0; fi
+  timeout 300 "$ncu" --clock-control none --kernel-name-base demangled -k "regex:$TERN_GPU_NCU" \
+    --launch-skip "${TERN_GPU_NCU_SKIP:-0}" --launch-count 1 --section LaunchStats --section Occupancy \
+    --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section InstructionStats \
+    --section SourceCounters "$dist/tern_cuda_bench" ${BENCH_ARGS:-} >"$out/ncu.txt" 2>&1
+  grep -E "No kernels were profiled|Duration|Throughput|Registers|Achieved Occupancy|Theoretical Occupancy|Issued Warp|No Eligible|Active Warps|Eligible Warps|Warp Cycles Per Issued|Issued Instructions  |Grid Size|excessive" "$out/ncu.txt" || true
+}
+
+# TERN_GPU_SASS="A B ...": the SASS of every kernel whose mangled name holds all the given pieces (e.g.
+# "kv_decode_attention_mma TurboValueFragILi3 Li128E"), from the first binary that travelled, in
+# sass.txt, with a count of instructions per opcode.
+sass_stage() {
+  local out=$1 bin
+  for bin in "$dist"/tern_backend_tests "$dist"/tern_cuda_bench "$dist"/tern; do [[ -s $bin ]] && break; done
+  if ! command -v cuobjdump >/dev/null; then echo "no cuobjdump on this machine"; return 0; fi
+  cuobjdump -sass "$bin" | python3 -c '
+import re, sys, collections
+pieces, keep, on = sys.argv[2].split(), [], False
+for line in sys.stdin:
+    if "Function :" in line:
+        on = all(p in line for p in pieces)
+    if on:
+        keep.append(line)
+open(sys.argv[1], "w").writelines(keep)
+ops = collections.Counter(m.group(1).split(".")[0] for l in keep
+                          for m in [re.match(r"\s+/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)", l)] if m)
+print(sum(1 for l in keep if "Function :" in l), "functions,", sum(ops.values()), "instructions")
+print(" ".join(f"{k} {v}" for k, v in ops.most_common(25)))' "$out/sass.txt" "$TERN_GPU_SASS"
+}
+
 run() {
   local out=${TERN_GPU_LOGS:-/tmp/tern-gpu-out}
   mkdir -p "$out"
-  if [[ ! -f $dist/tern_backend_tests.xz && ! -f /tmp/tern-gpu-dist/tern_backend_tests ]]; then
-    echo "no $dist: building here"
+  # Any subset of the binaries may travel (the 64 MiB limit rarely takes all three); with none, build.
+  if ! compgen -G "$dist/tern*.xz" >/dev/null && ! compgen -G "/tmp/tern-gpu-dist/tern*" >/dev/null; then
+    echo "no binaries in $dist: building here"
     pack
   fi
   unpack
@@ -107,16 +147,33 @@ run() {
   export LD_LIBRARY_PATH=$libdir${cublas:+:$(dirname "$cublas")}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv,noheader || true
   echo "cublasLt: ${cublas:-not found}"
-  ldd "$dist/tern_backend_tests" | grep -E "not found" || true
+  local bin
+  for bin in "$dist"/tern "$dist"/tern_backend_tests "$dist"/tern_cuda_bench; do
+    [[ -s $bin ]] && { ldd "$bin" | grep -E "not found" || true; }
+  done
 
   export TERN_TEST_DATA=$PWD/tests/data  # the model-parity tests read the fixtures from this tree
   set +e
   local test_rc=0 bench_rc=0
   if [[ ${TERN_GPU_SKIP_OPS:-0} != 1 ]]; then
-    "$dist/tern_backend_tests" --gtest_brief=1 --gtest_filter="${TERN_GPU_TEST_FILTER:-*}" 2>&1 | tee "$out/tests.log"
-    test_rc=${PIPESTATUS[0]}
-    "$dist/tern_cuda_bench" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.log"
-    bench_rc=${PIPESTATUS[0]}
+    if [[ -s $dist/tern_backend_tests ]]; then
+      "$dist/tern_backend_tests" --gtest_brief=1 --gtest_filter="${TERN_GPU_TEST_FILTER:-*}" 2>&1 | tee "$out/tests.log"
+      test_rc=${PIPESTATUS[0]}
+    else
+      echo "tern_backend_tests did not travel: no CUDA tests in this run"
+    fi
+    if [[ -s $dist/tern_cuda_bench ]]; then
+      "$dist/tern_cuda_bench" ${BENCH_ARGS:-} 2>&1 | tee "$out/bench.log"
+      bench_rc=${PIPESTATUS[0]}
+    else
+      echo "tern_cuda_bench did not travel: no op benchmark in this run"
+    fi
+  fi
+  if [[ -n ${TERN_GPU_NCU:-} && -s $dist/tern_cuda_bench ]]; then
+    profile_stage "$out" 2>&1 | tee "$out/ncu_summary.log"
+  fi
+  if [[ -n ${TERN_GPU_SASS:-} ]]; then
+    sass_stage "$out" 2>&1 | tee -a "$out/sass_summary.log"
   fi
   local cli_rc=0
   if [[ ${TERN_GPU_CLI:-0} == 1 && -x $dist/tern ]]; then
@@ -134,6 +191,8 @@ run() {
   echo "== summary =="
   if [[ -f $out/tests.log ]]; then
     printf '%-28s %s\n' "cuda tests (rc $test_rc)" "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/tests.log" | tr '\n' ' ')"
+  fi
+  if [[ -f $out/bench.log ]]; then
     printf '%-28s %s\n' "op bench (rc $bench_rc)" "$(grep -c ' us' "$out/bench.log") rows, log in bench.log"
     grep -E "^ceilings|^device" "$out/bench.log" || true
   fi
