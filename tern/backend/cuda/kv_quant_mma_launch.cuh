@@ -25,7 +25,8 @@ inline int log2_of(int x) {
 
 template <int HD, typename KC, typename VC>
 size_t kv_mma_smem(const KVAttnLaunch& p) {
-  return kernels::kv_mma_smem_bytes<HD, VC>(kernels::kv_stage_stride(p.kc.row_bytes), kernels::kv_stage_stride(p.vc.row_bytes));
+  return kernels::kv_mma_smem_bytes<HD, VC>(kernels::kv_stage_stride(p.kc.row_bytes),
+                                            kernels::kv_stage_stride(p.vc.row_bytes));
 }
 
 template <int HD, typename KC, typename VC>
@@ -77,7 +78,9 @@ void with_kv_mma_codecs(const KVAttnLaunch& p, F&& f) {
 
 template <int HD>
 void run_kv_mma(const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace, cudaStream_t s) {
-  with_kv_mma_codecs(p, [&]<typename KC, typename VC>() { run_kv_mma_codecs<HD, KC, VC>(p, t, n_splits, workspace, s); });
+  with_kv_mma_codecs(p, [&]<typename KC, typename VC>() {
+    run_kv_mma_codecs<HD, KC, VC>(p, t, n_splits, workspace, s);
+  });
 }
 
 // How many blocks of p's instance one SM holds at once.
