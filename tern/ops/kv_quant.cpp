@@ -1,15 +1,11 @@
-// Quantized KV rows: codec validation, output allocation and backend dispatch; on the CPU the decode
-// attention is the reference composition (decode, attend with sdpa, rotate the output rows back).
+// Quantized KV rows: codec validation, output allocation and backend dispatch.
 #include "tern/ops/kv_quant.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "tern/base/parallel.h"
 #include "tern/ops/affine_codec.h"
-#include "tern/ops/attention.h"
 #include "tern/ops/elementwise.h"
-#include "tern/ops/index.h"
 #include "tern/ops/turboquant.h"
 
 namespace tern::ops {
@@ -77,22 +73,6 @@ Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool 
   return out;
 }
 
-namespace {
-
-// Rotates (or rotates back) every contiguous f32 row of x in place.
-void rotate_rows(Tensor& x, bool inverse) {
-  const int64_t d = x.size(-1), n = x.numel() / d;
-  float* p = x.data<float>();
-  parallel_for(n, 16, [&](int64_t b, int64_t e) {
-    for (int64_t r = b; r < e; ++r) {
-      if (inverse) turboquant::unrotate(p + r * d, d);
-      else turboquant::rotate(p + r * d, d);
-    }
-  });
-}
-
-}  // namespace
-
 Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
                            const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
                            float softcap, const Tensor& lengths) {
@@ -127,42 +107,14 @@ Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
     TERN_CHECK(lengths.dtype() == Dtype::i32 && lengths.rank() == 1 && lengths.size(0) == B,
                "[kv-quant] expected lengths [{}] i32, got {} {}", B, shape_str(lengths.shape()),
                dtype_name(lengths.dtype()));
-  const bool rotated = value_codec.kind == KVRowCodec::turbo_value;
+  Tensor out = Tensor::empty({B, Hq, 1, value_codec.dim}, q.dtype(), q.device());
+  const Tensor len = lengths.defined() ? lengths.contiguous() : lengths;
   if (q.device().is_cuda()) {
-    Tensor out = Tensor::empty({B, Hq, 1, value_codec.dim}, q.dtype(), q.device());
-    cuda::kv_decode_attention(q, k_rows, key_codec, v_rows, value_codec, k_new, v_new, scale, softcap,
-                              lengths.defined() ? lengths.contiguous() : lengths, out);
-    return out;
+    cuda::kv_decode_attention(q, k_rows, key_codec, v_rows, value_codec, k_new, v_new, scale, softcap, len, out);
+  } else {
+    cpu::kv_decode_attention(q, k_rows, key_codec, v_rows, value_codec, k_new, v_new, scale, softcap, len, out);
   }
-  if (lengths.defined()) {
-    // The reference per batch row: its first lengths[b] stored positions, then the new ones.
-    const Tensor len = lengths.contiguous();
-    std::vector<Tensor> outs;
-    for (int64_t b = 0; b < B; ++b) {
-      const int64_t n = std::clamp<int64_t>(len.data<int32_t>()[b], 0, S);
-      TERN_CHECK(n + T > 0, "[kv-quant] expected batch row {} to attend to at least one position, got none", b);
-      outs.push_back(kv_decode_attention(q.narrow(0, b, 1), k_rows.narrow(0, 0, n).narrow(1, b, 1).contiguous(), key_codec,
-                                         v_rows.narrow(0, 0, n).narrow(1, b, 1).contiguous(), value_codec,
-                                         k_new.defined() ? k_new.narrow(0, b, 1) : k_new,
-                                         v_new.defined() ? v_new.narrow(0, b, 1) : v_new,
-                                         scale, softcap));
-    }
-    return concat(outs, 0);
-  }
-  Tensor k = kv_decode(k_rows, key_codec, Dtype::f32), v = kv_decode(v_rows, value_codec, Dtype::f32, false);
-  if (T > 0) {
-    // A fresh f32 copy: the rotation works in place.
-    Tensor vn = Tensor::empty(v_new.shape(), Dtype::f32);
-    vn.copy_from(v_new.dtype() == Dtype::f32 ? v_new : cast(v_new, Dtype::f32));
-    if (rotated) rotate_rows(vn, false);
-    k = concat({k, cast(k_new, Dtype::f32)}, 2);
-    v = concat({v, vn}, 2);
-  }
-  AttentionMask none;
-  none.causal = false;
-  Tensor o = sdpa(cast(q, Dtype::f32), k, v, scale, none, softcap).contiguous();
-  if (rotated) rotate_rows(o, true);
-  return q.dtype() == Dtype::f32 ? o : cast(o, q.dtype());
+  return out;
 }
 
 }  // namespace tern::ops

@@ -45,6 +45,9 @@ Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
 namespace tern::cpu {
 void kv_encode(const Tensor& x, const ops::KVRowCodec& codec, Tensor& rows);
 void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, Tensor& out);
+void kv_decode_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec,
+                         const Tensor& v_rows, const ops::KVRowCodec& value_codec, const Tensor& k_new,
+                         const Tensor& v_new, float scale, float softcap, const Tensor& lengths, Tensor& out);
 }
 namespace tern::cuda {
 void kv_encode(const Tensor& x, const ops::KVRowCodec& codec, Tensor& rows);
