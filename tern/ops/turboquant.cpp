@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "tern/base/error.h"
 #include "tern/base/half.h"
@@ -163,7 +166,16 @@ void decode_key(const uint8_t* in, int64_t dim, float* x) {
   const uint8_t* zeros = scales + 2 * groups;
   for (int64_t g = 0; g < groups; ++g) {
     const float sc = f16::to_f32(load_u16(scales + 2 * g)), zp = f16::to_f32(load_u16(zeros + 2 * g));
-    for (int64_t i = 0; i < kGroup; ++i)
+    int64_t i = 0;
+#if defined(__AVX2__)
+    // The same add then multiply, eight codes at a time.
+    const __m256 vz = _mm256_set1_ps(zp), vs = _mm256_set1_ps(sc);
+    for (; i < kGroup; i += 8) {
+      const __m256i c = _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(in + g * kGroup + i)));
+      _mm256_storeu_ps(x + g * kGroup + i, _mm256_mul_ps(_mm256_add_ps(_mm256_cvtepi32_ps(c), vz), vs));
+    }
+#endif
+    for (; i < kGroup; ++i)
       x[g * kGroup + i] = (static_cast<float>(static_cast<int8_t>(in[g * kGroup + i])) + zp) * sc;
   }
 }
@@ -195,6 +207,33 @@ void encode_rotated_value(const float* r, int64_t dim, int bits, uint8_t* out) {
 
 void decode_rotated_value(const uint8_t* in, int64_t dim, int bits, float* r) {
   const std::vector<float>& book = codebook(bits);
+#if defined(__AVX2__)
+  if (bits >= 2 && bits <= 4) {
+    // Eight codes at a time: one little-endian word holds codes [i, i + 8) (i a multiple of 8, so it
+    // starts on a byte; for 2 and 3 bits the word reaches into the codes or scales that follow), a
+    // variable shift spreads them over the lanes, and a lane permute looks them up (two and a blend
+    // for 16 entries). The product with the scale is the scalar path's, exactly.
+    alignas(32) float entries[16] = {};
+    std::copy(book.begin(), book.end(), entries);
+    const __m256 lo = _mm256_load_ps(entries), hi = _mm256_load_ps(entries + 8);
+    const __m256i shifts = _mm256_setr_epi32(0, bits, 2 * bits, 3 * bits, 4 * bits, 5 * bits, 6 * bits, 7 * bits);
+    const __m256i mask = _mm256_set1_epi32((1 << bits) - 1);
+    const uint8_t* scales = in + packed_bytes(dim, bits);
+    for (int64_t g = 0; g < dim / kGroup; ++g) {
+      const __m256 sv = _mm256_set1_ps(f16::to_f32(load_u16(scales + 2 * g)));
+      for (int64_t i = g * kGroup; i < (g + 1) * kGroup; i += 8) {
+        uint32_t w;
+        std::memcpy(&w, in + i * bits / 8, 4);
+        const __m256i idx = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(static_cast<int>(w)), shifts), mask);
+        __m256 v = _mm256_permutevar8x32_ps(lo, idx);
+        if (bits == 4)
+          v = _mm256_blendv_ps(v, _mm256_permutevar8x32_ps(hi, idx), _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+        _mm256_storeu_ps(r + i, _mm256_mul_ps(v, sv));
+      }
+    }
+    return;
+  }
+#endif
   uint8_t codes[512];
   unpack_bits(in, dim, bits, codes);
   const uint8_t* scales = in + packed_bytes(dim, bits);

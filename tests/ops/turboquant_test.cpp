@@ -9,6 +9,8 @@
 #include <random>
 
 #include "tern/base/error.h"
+#include "tern/base/half.h"
+#include "tern/ops/bit_pack.h"
 #include <vector>
 
 namespace tern {
@@ -204,6 +206,42 @@ TEST(TurboQuantValues, ErrorNearTheLloydMaxDistortion) {
     const double expect = bits == 8 ? std::sqrt(3.0) * M_PI / 2 / 65536.0 : dmax[bits];
     EXPECT_LT(err / sig, 1.25 * expect) << bits << " bits";
     EXPECT_GT(err / sig, 0.75 * expect) << bits << " bits";
+  }
+}
+
+// The decoders (vectorised where the build allows) return exactly the codec's arithmetic: codebook
+// entry times the group's f16 scale for values, (code + zero point) times scale for keys.
+TEST(TurboQuantValues, DecodeIsTheCodebookTimesTheScaleExactly) {
+  for (int64_t dim : {32, 64, 128, 256, 512}) {
+    for (int bits : {2, 3, 4, 8}) {
+      std::vector<float> x = gaussian(dim, 7 + bits + dim, 1.3f);
+      std::vector<uint8_t> row(turboquant::value_row_bytes(bits, dim));
+      turboquant::encode_rotated_value(x.data(), dim, bits, row.data());
+      std::vector<float> got(dim);
+      turboquant::decode_rotated_value(row.data(), dim, bits, got.data());
+      std::vector<uint8_t> codes(dim);
+      unpack_bits(row.data(), dim, bits, codes.data());
+      const std::vector<float>& book = turboquant::codebook(bits);
+      const uint8_t* scales = row.data() + packed_bytes(dim, bits);
+      for (int64_t i = 0; i < dim; ++i) {
+        const int64_t g = i / turboquant::kGroup;
+        const float s = f16::to_f32(static_cast<uint16_t>(scales[2 * g] | (scales[2 * g + 1] << 8)));
+        ASSERT_EQ(got[i], book[codes[i]] * s) << "dim " << dim << " bits " << bits << " at " << i;
+      }
+    }
+    std::vector<float> k = gaussian(dim, 99 + dim, 2.0f);
+    std::vector<uint8_t> row(turboquant::key_row_bytes(dim));
+    turboquant::encode_key(k.data(), dim, row.data());
+    std::vector<float> got(dim);
+    turboquant::decode_key(row.data(), dim, got.data());
+    const uint8_t* scales = row.data() + dim;
+    const uint8_t* zeros = scales + 2 * (dim / turboquant::kGroup);
+    for (int64_t i = 0; i < dim; ++i) {
+      const int64_t g = i / turboquant::kGroup;
+      const float sc = f16::to_f32(static_cast<uint16_t>(scales[2 * g] | (scales[2 * g + 1] << 8)));
+      const float zp = f16::to_f32(static_cast<uint16_t>(zeros[2 * g] | (zeros[2 * g + 1] << 8)));
+      ASSERT_EQ(got[i], (static_cast<float>(static_cast<int8_t>(row[i])) + zp) * sc) << "dim " << dim << " at " << i;
+    }
   }
 }
 
