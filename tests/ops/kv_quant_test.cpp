@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "tern/ops/affine_codec.h"
+#include "tern/ops/attention.h"
 #include "tern/ops/elementwise.h"
+#include "tern/ops/index.h"
 #include "tern/ops/turboquant.h"
 
 namespace tern {
@@ -153,6 +155,45 @@ TEST(KVQuant, DecodeAttentionMatchesNaiveDequantiseThenAttend) {
       std::vector<double> want = naive_attention(q, kr, p[0], vr, p[1], kn, vn, scale);
       for (size_t i = 0; i < want.size(); ++i)
         ASSERT_NEAR(got.data<float>()[i], want[i], 2e-5) << "S " << cs.S << " value kind " << p[1].kind << " at " << i;
+    }
+  }
+}
+
+// Per-row lengths and a soft cap: each batch row's answer is the decode-then-attend composition over
+// its own first lengths[b] rows plus the new position (rows of length 0 read the new one alone).
+TEST(KVQuant, DecodeAttentionWithLengthsAndSoftcapMatchesDecodeThenSdpa) {
+  const int64_t B = 3, Hq = 6, Hkv = 2, S = 150, D = 64;
+  const std::vector<int32_t> lens = {150, 0, 77};
+  const KVRowCodec pairs[][2] = {
+      {{KVRowCodec::turbo_key, 8, 32, D}, {KVRowCodec::turbo_value, 3, 32, D}},
+      {{KVRowCodec::affine, 4, 32, D}, {KVRowCodec::affine, 4, 32, D}},
+  };
+  for (const auto& p : pairs) {
+    Tensor k = randn({B, Hkv, S, D}, 21), v = randn({B, Hkv, S, D}, 22);
+    Tensor kr = Tensor::empty({S, B, Hkv, p[0].row_bytes()}, Dtype::u8);
+    Tensor vr = Tensor::empty({S, B, Hkv, p[1].row_bytes()}, Dtype::u8);
+    ops::kv_encode(k, p[0], kr);
+    ops::kv_encode(v, p[1], vr);
+    Tensor q = randn({B, Hq, 1, D}, 23), kn = randn({B, Hkv, 1, D}, 24), vn = randn({B, Hkv, 1, D}, 25);
+    const float scale = 1.0f / std::sqrt(float(D)), softcap = 2.5f;
+    Tensor got = ops::kv_decode_attention(q, kr, p[0], vr, p[1], kn, vn, scale, softcap,
+                                          Tensor::from_vector(lens, {B}));
+    ASSERT_EQ(got.shape(), Shape({B, Hq, 1, D}));
+    ops::AttentionMask none;
+    none.causal = false;
+    for (int64_t b = 0; b < B; ++b) {
+      Tensor kb = kn.narrow(0, b, 1).contiguous(), vb = vn.narrow(0, b, 1).contiguous();
+      if (lens[b] > 0) {
+        Tensor krb = kr.narrow(0, 0, lens[b]).narrow(1, b, 1).contiguous();
+        Tensor vrb = vr.narrow(0, 0, lens[b]).narrow(1, b, 1).contiguous();
+        kb = ops::concat({ops::kv_decode(krb, p[0], Dtype::f32), kb}, 2);
+        vb = ops::concat({ops::kv_decode(vrb, p[1], Dtype::f32), vb}, 2);
+      }
+      Tensor want = ops::sdpa(q.narrow(0, b, 1).contiguous(), kb, vb, scale, none, softcap).contiguous();
+      Tensor row = got.narrow(0, b, 1).contiguous();
+      for (int64_t i = 0; i < want.numel(); ++i)
+        ASSERT_NEAR(row.data<float>()[i], want.data<float>()[i], 2e-5) << "row " << b << " value kind " << p[1].kind
+                                                                        << " at " << i;
     }
   }
 }
