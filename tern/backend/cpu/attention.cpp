@@ -128,29 +128,14 @@ void run_item(const Problem& p, int64_t item, Workspace& ws, T* out, float* part
       if (a >= e) continue;
       const int64_t n = e - a;
       scores(ws.q.data() + r * p.d, kp + (a - j0) * ldk, ldk, n, p.d, s);
-      if (p.softcap > 0.0f) {
-        const float inv = 1.0f / p.softcap;
-        for (int64_t j = 0; j < n; ++j) s[j] = p.softcap * std::tanh(s[j] * inv);
-      }
+      if (p.softcap > 0.0f) detail::apply_softcap(s, n, p.softcap);
       if (p.bias) {
         const int64_t h = g * p.group + r / ni, i = i0 + r % ni;
         const float* br = p.bias + b * p.bias_strides[0] + h * p.bias_strides[1] + i * p.bias_strides[2];
         const int64_t sj = p.bias_strides[3];
         for (int64_t j = 0; j < n; ++j) s[j] += br[(a + j) * sj];
       }
-      float bmax = kNegInf;
-      for (int64_t j = 0; j < n; ++j) bmax = std::max(bmax, s[j]);
-      if (bmax == kNegInf) continue;
-      float* acc = ws.acc.data() + r * p.dv;
-      const float m_new = std::max(ws.m[r], bmax);
-      if (m_new > ws.m[r] && ws.l[r] > 0.0f) {
-        const float corr = std::exp(ws.m[r] - m_new);
-        ws.l[r] *= corr;
-        for (int64_t c = 0; c < p.dv; ++c) acc[c] *= corr;
-      }
-      ws.m[r] = m_new;
-      ws.l[r] += exp_shift(s, n, m_new);
-      accumulate_values(s, vp + (a - j0) * ldv, ldv, n, p.dv, acc);
+      detail::online_softmax_block(s, n, vp + (a - j0) * ldv, ldv, p.dv, ws.m[r], ws.l[r], ws.acc.data() + r * p.dv);
     }
   }
 
@@ -182,19 +167,9 @@ void combine_splits(const Problem& p, const float* partial, T* out) {
       const int64_t qblock = x % p.nqb, g = (x / p.nqb) % p.hkv, b = x / (p.nqb * p.hkv);
       const int64_t i0 = qblock * p.qb, ni = std::min(p.qb, p.lq - i0);
       for (int64_t r = 0; r < ni * p.group; ++r) {
-        float m = kNegInf;
-        for (int64_t sp = 0; sp < p.splits; ++sp) {
-          m = std::max(m, partial[((x * p.splits + sp) * p.qb * p.group + r) * stride_row]);
-        }
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        float l = 0.0f;
-        for (int64_t sp = 0; sp < p.splits && m != kNegInf; ++sp) {
-          const float* src = partial + ((x * p.splits + sp) * p.qb * p.group + r) * stride_row;
-          if (src[1] == 0.0f) continue;
-          const float w = std::exp(src[0] - m);
-          l += src[1] * w;
-          for (int64_t c = 0; c < p.dv; ++c) acc[c] += src[2 + c] * w;
-        }
+        const float l = detail::merge_splits(p.splits, p.dv, [&](int64_t sp) {
+          return partial + ((x * p.splits + sp) * p.qb * p.group + r) * stride_row;
+        }, acc.data());
         const int64_t h = g * p.group + r / ni, i = i0 + r % ni;
         T* o = out + ((b * p.hq + h) * p.lq + i) * p.dv;
         const float inv = l > 0.0f ? 1.0f / l : 0.0f;

@@ -1,7 +1,9 @@
 // The f32 inner kernels of CPU attention (AVX2 where available): one query row's scores over a block
-// of key rows, the exp shift of the online softmax, and the probability-weighted sum of value rows.
+// of key rows, the exp shift of the online softmax, the probability-weighted sum of value rows, one
+// online-softmax block built from them, and the merge of key-split partials.
 // Shared by sdpa (attention.cpp) and the decode attention over packed KV rows (kv_quant.cpp).
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #if defined(__AVX2__)
@@ -126,6 +128,50 @@ inline void accumulate_values(const float* p, const float* v, int64_t ldv, int64
     for (int64_t j = 0; j < n; ++j) a += p[j] * v[j * ldv + c];
     acc[c] = a;
   }
+}
+
+
+// s[j] = softcap * tanh(s[j] / softcap) (softcap > 0).
+inline void apply_softcap(float* s, int64_t n, float softcap) {
+  const float inv = 1.0f / softcap;
+  for (int64_t j = 0; j < n; ++j) s[j] = softcap * std::tanh(s[j] * inv);
+}
+
+// One block of the online softmax for one query row: n scores s (consumed), the running max m and
+// sum l, and acc[0, dv) += exp(s - m) v over the block's value rows (stride ldv), rescaled when the
+// max grows. A block whose scores are all -inf changes nothing.
+inline void online_softmax_block(float* s, int64_t n, const float* v, int64_t ldv, int64_t dv, float& m, float& l,
+                                 float* acc) {
+  float bmax = -INFINITY;
+  for (int64_t j = 0; j < n; ++j) bmax = std::max(bmax, s[j]);
+  if (bmax == -INFINITY) return;
+  const float m_new = std::max(m, bmax);
+  if (m_new > m && l > 0.0f) {
+    const float corr = std::exp(m - m_new);
+    l *= corr;
+    for (int64_t c = 0; c < dv; ++c) acc[c] *= corr;
+  }
+  m = m_new;
+  l += exp_shift(s, n, m_new);
+  accumulate_values(s, v, ldv, n, dv, acc);
+}
+
+// Merges key-split partials (m, l, acc[dv]) of one row, at(sp) for split sp, into acc; returns the
+// merged sum (0 when no split saw a key).
+template <typename At>
+float merge_splits(int64_t splits, int64_t dv, At at, float* acc) {
+  float m = -INFINITY;
+  for (int64_t sp = 0; sp < splits; ++sp) m = std::max(m, at(sp)[0]);
+  std::fill(acc, acc + dv, 0.0f);
+  float l = 0.0f;
+  for (int64_t sp = 0; sp < splits && m != -INFINITY; ++sp) {
+    const float* src = at(sp);
+    if (src[1] == 0.0f) continue;
+    const float w = std::exp(src[0] - m);
+    l += src[1] * w;
+    for (int64_t c = 0; c < dv; ++c) acc[c] += src[2 + c] * w;
+  }
+  return l;
 }
 
 }  // namespace tern::cpu::detail

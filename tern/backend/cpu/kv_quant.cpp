@@ -122,22 +122,8 @@ void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KV
         for (int64_t r = 0; r < G; ++r) {
           float* row = pr + r * (Dv + 2);
           detail::scores(qs.data() + r * D, kbuf.data(), D, e - a, D, s.data());
-          if (softcap > 0.0f) {
-            const float inv = 1.0f / softcap;
-            for (int64_t j = 0; j < e - a; ++j) s[j] = softcap * std::tanh(s[j] * inv);
-          }
-          float bmax = kNegInf;
-          for (int64_t j = 0; j < e - a; ++j) bmax = std::max(bmax, s[j]);
-          if (bmax == kNegInf) continue;
-          const float m_new = std::max(row[0], bmax);
-          if (m_new > row[0] && row[1] > 0.0f) {
-            const float corr = std::exp(row[0] - m_new);
-            row[1] *= corr;
-            for (int64_t c = 0; c < Dv; ++c) row[2 + c] *= corr;
-          }
-          row[0] = m_new;
-          row[1] += detail::exp_shift(s.data(), e - a, m_new);
-          detail::accumulate_values(s.data(), vbuf.data(), Dv, e - a, Dv, row + 2);
+          if (softcap > 0.0f) detail::apply_softcap(s.data(), e - a, softcap);
+          detail::online_softmax_block(s.data(), e - a, vbuf.data(), Dv, Dv, row[0], row[1], row + 2);
         }
       }
     }
@@ -149,18 +135,8 @@ void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KV
     for (int64_t qrow = lo; qrow < hi; ++qrow) {
       const int64_t b = qrow / Hq, hq = qrow % Hq, h = hq / G, r = hq % G;
       auto at = [&](int64_t sp) { return part.data() + ((b * Hkv + h) * splits + sp) * G * (Dv + 2) + r * (Dv + 2); };
-      float m = kNegInf;
-      for (int64_t sp = 0; sp < splits; ++sp) m = std::max(m, at(sp)[0]);
       float* dst = op + qrow * Dv;
-      std::fill_n(dst, Dv, 0.0f);
-      float l = 0.0f;
-      for (int64_t sp = 0; sp < splits; ++sp) {
-        const float* pr = at(sp);
-        if (pr[0] == kNegInf) continue;
-        const float f = std::exp(pr[0] - m);
-        l += pr[1] * f;
-        for (int64_t c = 0; c < Dv; ++c) dst[c] += pr[2 + c] * f;
-      }
+      const float l = detail::merge_splits(splits, Dv, at, dst);
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       for (int64_t c = 0; c < Dv; ++c) dst[c] *= inv;
       if (rotated) turboquant::unrotate(dst, Dv);
