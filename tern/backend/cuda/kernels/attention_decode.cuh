@@ -140,21 +140,7 @@ __device__ __forceinline__ void decode_tile(const T* sq, const T* sk, const T* s
   constexpr int kStride = HD + 8;
   const int lane = threadIdx.x & 31;
   float s[BN / 8][4];
-#pragma unroll
-  for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; ++kk) {
-    uint32_t qa[4];
-    ldmatrix_x4(qa[0], qa[1], qa[2], qa[3], sq + (lane & 15) * kStride + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-    for (int nn = 0; nn < BN / 16; ++nn) {
-      const int mi = lane >> 3, r = lane & 7;
-      uint32_t b0, b1, b2, b3;
-      ldmatrix_x4(b0, b1, b2, b3, sk + (nn * 16 + r + 8 * (mi >> 1)) * kStride + kk * 16 + 8 * (mi & 1));
-      mma16816<T>(s[2 * nn], qa, b0, b1);
-      mma16816<T>(s[2 * nn + 1], qa, b2, b3);
-    }
-  }
+  warp_qk<T, HD, BN>(sq, sk, s);
 
   decode_softmax<HD, BN>(s, n0, scale, softcap, o, row_m, row_l, masked);
 #pragma unroll

@@ -59,6 +59,30 @@ __device__ __forceinline__ void mma16816(float* c, const uint32_t* a, uint32_t b
   }
 }
 
+// S = Q K^T of one warp on tensor cores: its 16 query rows at sq and BN key rows at sk (both in rows
+// of HD + 8 elements in shared memory); s[i] holds the mma accumulators of keys [8 i, 8 i + 8).
+template <typename T, int HD, int BN>
+__device__ __forceinline__ void warp_qk(const T* sq, const T* sk, float (&s)[BN / 8][4]) {
+  constexpr int kStride = HD + 8;
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    uint32_t qa[4];
+    ldmatrix_x4(qa[0], qa[1], qa[2], qa[3], sq + (lane & 15) * kStride + kk * 16 + (lane >> 4) * 8);
+#pragma unroll
+    for (int nn = 0; nn < BN / 16; ++nn) {
+      const int mi = lane >> 3, r = lane & 7;
+      uint32_t b0, b1, b2, b3;
+      ldmatrix_x4(b0, b1, b2, b3, sk + (nn * 16 + r + 8 * (mi >> 1)) * kStride + kk * 16 + 8 * (mi & 1));
+      mma16816<T>(s[2 * nn], qa, b0, b1);
+      mma16816<T>(s[2 * nn + 1], qa, b2, b3);
+    }
+  }
+}
+
+
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   if constexpr (std::is_same_v<T, __nv_bfloat16>) {
@@ -161,21 +185,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
 
     // S = Q K^T for the warp's 16 rows and BN keys.
     float s[BN / 8][4];
-#pragma unroll
-    for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk) {
-      uint32_t qa[4];
-      ldmatrix_x4(qa[0], qa[1], qa[2], qa[3], sq + (warp * 16 + (lane & 15)) * kStride + kk * 16 + (lane >> 4) * 8);
-#pragma unroll
-      for (int nn = 0; nn < BN / 16; ++nn) {
-        const int mi = lane >> 3, r = lane & 7;
-        uint32_t b0, b1, b2, b3;
-        ldmatrix_x4(b0, b1, b2, b3, sk + (nn * 16 + r + 8 * (mi >> 1)) * kStride + kk * 16 + 8 * (mi & 1));
-        mma16816<T>(s[2 * nn], qa, b0, b1);
-        mma16816<T>(s[2 * nn + 1], qa, b2, b3);
-      }
-    }
+    warp_qk<T, HD, BN>(sq + warp * 16 * kStride, sk, s);
 
     // Scale (softcap), mask, online softmax in base 2.
     float tile_max[2] = {-INFINITY, -INFINITY};
