@@ -2,6 +2,7 @@
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/attention_rows.cuh"
 #include "tern/backend/cuda/launch.h"
+#include "tern/backend/cuda/launch_kernel.cuh"
 #include "tern/backend/cuda/runtime/check.h"
 
 namespace tern::cuda {
@@ -30,16 +31,16 @@ void launch_sdpa_rows(Dtype dt, const SdpaParams& p, int n_splits, float* worksp
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
     if (dmax <= 64) {
-      kernels::attention_rows_kernel<T, 2><<<grid, kernels::kRowsWarps * 32, 0, s>>>(a);
+      launch_kernel(kernels::attention_rows_kernel<T, 2>, grid, kernels::kRowsWarps * 32, 0, s, a);
     } else if (dmax <= 128) {
-      kernels::attention_rows_kernel<T, 4><<<grid, kernels::kRowsWarps * 32, 0, s>>>(a);
+      launch_kernel(kernels::attention_rows_kernel<T, 4>, grid, kernels::kRowsWarps * 32, 0, s, a);
     } else {
-      kernels::attention_rows_kernel<T, 8><<<grid, kernels::kRowsWarps * 32, 0, s>>>(a);
+      launch_kernel(kernels::attention_rows_kernel<T, 8>, grid, kernels::kRowsWarps * 32, 0, s, a);
     }
     TERN_CUDA_CHECK_LAUNCH();
     if (n_splits > 1) {
-      kernels::attention_combine_kernel<T><<<static_cast<unsigned>(rows), 128, 0, s>>>(
-          workspace, static_cast<T*>(p.out), rows, p.Dv, n_splits);
+      launch_kernel(kernels::attention_combine_kernel<T>, static_cast<unsigned>(rows), 128, 0, s, workspace,
+                    static_cast<T*>(p.out), rows, p.Dv, n_splits);
     }
   });
   TERN_CUDA_CHECK_LAUNCH();

@@ -2,6 +2,7 @@
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/delta.cuh"
 #include "tern/backend/cuda/launch.h"
+#include "tern/backend/cuda/launch_kernel.cuh"
 #include "tern/backend/cuda/runtime/check.h"
 
 namespace tern::cuda {
@@ -10,8 +11,8 @@ void launch_l2norm(Dtype dt, const void* x, void* out, int64_t rows, int64_t d, 
   const int threads = d >= 2048 ? 512 : d >= 512 ? 256 : 128;
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
-    kernels::l2norm_kernel<T><<<static_cast<unsigned>(rows), threads, 0, s>>>(static_cast<const T*>(x),
-                                                                               static_cast<T*>(out), d, eps);
+    launch_kernel(kernels::l2norm_kernel<T>, static_cast<unsigned>(rows), threads, 0, s, static_cast<const T*>(x),
+                  static_cast<T*>(out), d, eps);
   });
   TERN_CUDA_CHECK_LAUNCH();
 }
@@ -19,10 +20,11 @@ void launch_l2norm(Dtype dt, const void* x, void* out, int64_t rows, int64_t d, 
 void launch_causal_conv1d(const float* x, const float* w, float* history, float* out, int64_t B, int64_t L,
                           int64_t C, int64_t K, cudaStream_t s) {
   constexpr int threads = 256;
-  kernels::causal_conv1d_kernel<<<grid_for(B * L * C, threads), threads, 0, s>>>(x, w, history, out, B, L, C, K);
+  launch_kernel(kernels::causal_conv1d_kernel, grid_for(B * L * C, threads), threads, 0, s, x, w, history, out, B, L, C,
+                K);
   TERN_CUDA_CHECK_LAUNCH();
   if (K > 1) {
-    kernels::conv_history_kernel<<<grid_for(B * C, threads), threads, 0, s>>>(x, history, B, L, C, K);
+    launch_kernel(kernels::conv_history_kernel, grid_for(B * C, threads), threads, 0, s, x, history, B, L, C, K);
     TERN_CUDA_CHECK_LAUNCH();
   }
 }
@@ -33,7 +35,7 @@ void launch_delta_recurrent(const float* q, const float* k, const float* v, cons
   constexpr int cols = kernels::kDeltaCols;
   const dim3 grid(static_cast<unsigned>((Dv + cols - 1) / cols), static_cast<unsigned>(Hv), static_cast<unsigned>(B));
   const size_t smem = static_cast<size_t>(Dk * cols + 2 * Dk) * sizeof(float);
-  kernels::delta_recurrent_kernel<<<grid, cols, smem, s>>>(q, k, v, g, beta, state, out, L, Hk, Dk, Hv, Dv);
+  launch_kernel(kernels::delta_recurrent_kernel, grid, cols, smem, s, q, k, v, g, beta, state, out, L, Hk, Dk, Hv, Dv);
   TERN_CUDA_CHECK_LAUNCH();
 }
 
@@ -49,8 +51,8 @@ void launch_delta_chunked(const float* q, const float* k, const float* v, const 
   (void)configured;
   constexpr int cols = kernels::kChunkCols;
   const dim3 grid(static_cast<unsigned>((Dv + cols - 1) / cols), static_cast<unsigned>(Hv), static_cast<unsigned>(B));
-  kernels::delta_chunked_kernel<<<grid, kernels::kChunkThreads, kernels::delta_chunked_smem(chunk, Dk), s>>>(
-      q, k, v, g, beta, state, out, L, Hk, Dk, Hv, Dv, chunk);
+  launch_kernel(kernels::delta_chunked_kernel, grid, kernels::kChunkThreads, kernels::delta_chunked_smem(chunk, Dk), s,
+                q, k, v, g, beta, state, out, L, Hk, Dk, Hv, Dv, chunk);
   TERN_CUDA_CHECK_LAUNCH();
 }
 

@@ -3,6 +3,7 @@
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/elementwise.cuh"
 #include "tern/backend/cuda/launch.h"
+#include "tern/backend/cuda/launch_kernel.cuh"
 #include "tern/backend/cuda/runtime/check.h"
 
 namespace tern::cuda {
@@ -19,20 +20,20 @@ void launch_strided_copy(const void* src, const Layout& ls, void* dst, const Lay
   const unsigned grid = grid_for(n, kThreads);
   switch (elem) {
     case 1:
-      kernels::strided_copy_kernel<<<grid, kThreads, 0, s>>>(static_cast<const uint8_t*>(src), ls,
-                                                              static_cast<uint8_t*>(dst), ld, n);
+      launch_kernel(kernels::strided_copy_kernel<uint8_t>, grid, kThreads, 0, s, static_cast<const uint8_t*>(src), ls,
+                    static_cast<uint8_t*>(dst), ld, n);
       break;
     case 2:
-      kernels::strided_copy_kernel<<<grid, kThreads, 0, s>>>(static_cast<const uint16_t*>(src), ls,
-                                                              static_cast<uint16_t*>(dst), ld, n);
+      launch_kernel(kernels::strided_copy_kernel<uint16_t>, grid, kThreads, 0, s, static_cast<const uint16_t*>(src), ls,
+                    static_cast<uint16_t*>(dst), ld, n);
       break;
     case 4:
-      kernels::strided_copy_kernel<<<grid, kThreads, 0, s>>>(static_cast<const uint32_t*>(src), ls,
-                                                              static_cast<uint32_t*>(dst), ld, n);
+      launch_kernel(kernels::strided_copy_kernel<uint32_t>, grid, kThreads, 0, s, static_cast<const uint32_t*>(src), ls,
+                    static_cast<uint32_t*>(dst), ld, n);
       break;
     default:
-      kernels::strided_copy_kernel<<<grid, kThreads, 0, s>>>(static_cast<const uint64_t*>(src), ls,
-                                                              static_cast<uint64_t*>(dst), ld, n);
+      launch_kernel(kernels::strided_copy_kernel<uint64_t>, grid, kThreads, 0, s, static_cast<const uint64_t*>(src), ls,
+                    static_cast<uint64_t*>(dst), ld, n);
       break;
   }
   TERN_CUDA_CHECK_LAUNCH();
@@ -44,11 +45,11 @@ void launch_binary(Dtype dt, int op, const void* a, const Layout& la, const void
     using T = decltype(tag);
     const unsigned grid = grid_for(n, kThreads);
     if (is_contiguous_layout(la, n) && is_contiguous_layout(lb, n)) {
-      kernels::binary_contig_kernel<T><<<grid, kThreads, 0, s>>>(op, static_cast<const T*>(a),
-                                                                  static_cast<const T*>(b), static_cast<T*>(out), n);
+      launch_kernel(kernels::binary_contig_kernel<T>, grid, kThreads, 0, s, op, static_cast<const T*>(a),
+                    static_cast<const T*>(b), static_cast<T*>(out), n);
     } else {
-      kernels::binary_kernel<T><<<grid, kThreads, 0, s>>>(op, static_cast<const T*>(a), la, static_cast<const T*>(b),
-                                                           lb, static_cast<T*>(out), n);
+      launch_kernel(kernels::binary_kernel<T>, grid, kThreads, 0, s, op, static_cast<const T*>(a), la,
+                    static_cast<const T*>(b), lb, static_cast<T*>(out), n);
     }
   });
   TERN_CUDA_CHECK_LAUNCH();
@@ -59,11 +60,11 @@ void launch_unary(Dtype dt, int op, const void* x, const Layout& lx, void* out, 
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
     if (is_contiguous_layout(lx, n)) {
-      kernels::unary_kernel<T, true><<<grid_for(n, kThreads), kThreads, 0, s>>>(op, static_cast<const T*>(x), lx,
-                                                                             static_cast<T*>(out), n, p0, p1);
+      launch_kernel(kernels::unary_kernel<T, true>, grid_for(n, kThreads), kThreads, 0, s, op, static_cast<const T*>(x),
+                    lx, static_cast<T*>(out), n, p0, p1);
     } else {
-      kernels::unary_kernel<T, false><<<grid_for(n, kThreads), kThreads, 0, s>>>(op, static_cast<const T*>(x), lx,
-                                                                              static_cast<T*>(out), n, p0, p1);
+      launch_kernel(kernels::unary_kernel<T, false>, grid_for(n, kThreads), kThreads, 0, s, op,
+                    static_cast<const T*>(x), lx, static_cast<T*>(out), n, p0, p1);
     }
   });
   TERN_CUDA_CHECK_LAUNCH();
@@ -74,11 +75,11 @@ void launch_gated(Dtype dt, int act, const void* gate, const Layout& lg, const v
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
     if (is_contiguous_layout(lg, n) && is_contiguous_layout(lu, n)) {
-      kernels::gated_kernel<T, true><<<grid_for(n, kThreads), kThreads, 0, s>>>(
-          act, static_cast<const T*>(gate), lg, static_cast<const T*>(up), lu, static_cast<T*>(out), n);
+      launch_kernel(kernels::gated_kernel<T, true>, grid_for(n, kThreads), kThreads, 0, s, act,
+                    static_cast<const T*>(gate), lg, static_cast<const T*>(up), lu, static_cast<T*>(out), n);
     } else {
-      kernels::gated_kernel<T, false><<<grid_for(n, kThreads), kThreads, 0, s>>>(
-          act, static_cast<const T*>(gate), lg, static_cast<const T*>(up), lu, static_cast<T*>(out), n);
+      launch_kernel(kernels::gated_kernel<T, false>, grid_for(n, kThreads), kThreads, 0, s, act,
+                    static_cast<const T*>(gate), lg, static_cast<const T*>(up), lu, static_cast<T*>(out), n);
     }
   });
   TERN_CUDA_CHECK_LAUNCH();
@@ -90,11 +91,11 @@ void launch_cast(Dtype src_dt, const void* x, const Layout& lx, Dtype dst_dt, vo
     dispatch_numeric(dst_dt, [&](auto dtag) {
       using D = decltype(dtag);
       if (is_contiguous_layout(lx, n)) {
-        kernels::cast_kernel<S, D, true><<<grid_for(n, kThreads), kThreads, 0, s>>>(static_cast<const S*>(x), lx,
-                                                                                  static_cast<D*>(out), n);
+        launch_kernel(kernels::cast_kernel<S, D, true>, grid_for(n, kThreads), kThreads, 0, s, static_cast<const S*>(x),
+                      lx, static_cast<D*>(out), n);
       } else {
-        kernels::cast_kernel<S, D, false><<<grid_for(n, kThreads), kThreads, 0, s>>>(static_cast<const S*>(x), lx,
-                                                                                   static_cast<D*>(out), n);
+        launch_kernel(kernels::cast_kernel<S, D, false>, grid_for(n, kThreads), kThreads, 0, s,
+                      static_cast<const S*>(x), lx, static_cast<D*>(out), n);
       }
     });
   });
@@ -107,8 +108,8 @@ void launch_add_bias(Dtype out_dt, void* out, Dtype bias_dt, const void* bias, i
     using T = decltype(otag);
     dispatch_float(bias_dt, [&](auto btag) {
       using B = decltype(btag);
-      kernels::add_bias_kernel<T, B><<<grid_for(rows * cols, kThreads), kThreads, 0, s>>>(
-          static_cast<T*>(out), static_cast<const B*>(bias), rows, cols);
+      launch_kernel(kernels::add_bias_kernel<T, B>, grid_for(rows * cols, kThreads), kThreads, 0, s,
+                    static_cast<T*>(out), static_cast<const B*>(bias), rows, cols);
     });
   });
   TERN_CUDA_CHECK_LAUNCH();

@@ -3,10 +3,11 @@
 // compile in parallel.
 #pragma once
 #include "tern/backend/cuda/dispatch.cuh"
-#include "tern/backend/cuda/kernels/attention_rows.cuh"
 #include "tern/backend/cuda/kernels/attention_decode.cuh"
 #include "tern/backend/cuda/kernels/attention_flash.cuh"
+#include "tern/backend/cuda/kernels/attention_rows.cuh"
 #include "tern/backend/cuda/launch.h"
+#include "tern/backend/cuda/launch_kernel.cuh"
 #include "tern/backend/cuda/runtime/check.h"
 
 namespace tern::cuda {
@@ -35,7 +36,7 @@ void run_flash_typed(const SdpaParams& p, cudaStream_t s) {
   a.kv_len = p.kv_len;
   dim3 grid(static_cast<unsigned>((p.Lq + kernels::kFlashM - 1) / kernels::kFlashM), static_cast<unsigned>(p.Hq),
             static_cast<unsigned>(p.B));
-  kernels::attention_flash_kernel<T, HD, BN><<<grid, kernels::kFlashWarps * 32, smem, s>>>(a);
+  launch_kernel(kernels::attention_flash_kernel<T, HD, BN>, grid, kernels::kFlashWarps * 32, smem, s, a);
   TERN_CUDA_CHECK_LAUNCH();
 }
 
@@ -76,12 +77,12 @@ void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, cudaS
   a.kv_len = p.kv_len;
   a.n_splits = n_splits;
   dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
-  kernels::attention_decode_kernel<T, HD, BN, STAGES><<<grid, kernels::kFlashWarps * 32, smem, s>>>(a);
+  launch_kernel(kernels::attention_decode_kernel<T, HD, BN, STAGES>, grid, kernels::kFlashWarps * 32, smem, s, a);
   TERN_CUDA_CHECK_LAUNCH();
   if (n_splits > 1) {
     const int64_t rows = p.B * p.Hq * p.Lq;
-    kernels::attention_combine_kernel<T><<<static_cast<unsigned>(rows), 128, 0, s>>>(
-        workspace, static_cast<T*>(p.out), rows, HD, n_splits);
+    launch_kernel(kernels::attention_combine_kernel<T>, static_cast<unsigned>(rows), 128, 0, s, workspace,
+                  static_cast<T*>(p.out), rows, HD, n_splits);
     TERN_CUDA_CHECK_LAUNCH();
   }
 }

@@ -2,6 +2,7 @@
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/gemv.cuh"
 #include "tern/backend/cuda/launch.h"
+#include "tern/backend/cuda/launch_kernel.cuh"
 #include "tern/backend/cuda/runtime/check.h"
 
 namespace tern::cuda {
@@ -14,10 +15,11 @@ void run_gemv(const void* x, const void* w, Dtype out_dt, void* out, int64_t N, 
   const auto* xb = static_cast<const __nv_bfloat16*>(x);
   const auto* wb = static_cast<const __nv_bfloat16*>(w);
   if (out_dt == Dtype::f32) {
-    kernels::gemv_bf16_kernel<M, float><<<grid, kernels::kGemvWarps * 32, 0, s>>>(xb, wb, static_cast<float*>(out), N, K);
+    launch_kernel(kernels::gemv_bf16_kernel<M, float>, grid, kernels::kGemvWarps * 32, 0, s, xb, wb,
+                  static_cast<float*>(out), N, K);
   } else {
-    kernels::gemv_bf16_kernel<M, __nv_bfloat16>
-        <<<grid, kernels::kGemvWarps * 32, 0, s>>>(xb, wb, static_cast<__nv_bfloat16*>(out), N, K);
+    launch_kernel(kernels::gemv_bf16_kernel<M, __nv_bfloat16>, grid, kernels::kGemvWarps * 32, 0, s, xb, wb,
+                  static_cast<__nv_bfloat16*>(out), N, K);
   }
   TERN_CUDA_CHECK_LAUNCH();
 }

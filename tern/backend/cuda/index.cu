@@ -2,6 +2,7 @@
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/index.cuh"
 #include "tern/backend/cuda/launch.h"
+#include "tern/backend/cuda/launch_kernel.cuh"
 #include "tern/backend/cuda/runtime/check.h"
 
 namespace tern::cuda {
@@ -15,8 +16,8 @@ void launch_embedding(Dtype table_dt, const void* table, int64_t V, int64_t D, D
       using I = decltype(itag);
       dispatch_float(out_dt, [&](auto otag) {
         using O = decltype(otag);
-        kernels::embedding_kernel<T, I, O><<<static_cast<unsigned>(n_ids), threads, 0, s>>>(
-            static_cast<const T*>(table), V, D, static_cast<const I*>(ids), static_cast<O*>(out), bad);
+        launch_kernel(kernels::embedding_kernel<T, I, O>, static_cast<unsigned>(n_ids), threads, 0, s,
+                      static_cast<const T*>(table), V, D, static_cast<const I*>(ids), static_cast<O*>(out), bad);
       });
     });
   });
@@ -30,9 +31,9 @@ void launch_write_positions(size_t elem, void* dst, const int64_t* dshape, const
   const int threads = D >= 256 ? 256 : 128;
   auto go = [&](auto tag) {
     using E = decltype(tag);
-    kernels::write_positions_kernel<E><<<blocks, threads, 0, s>>>(static_cast<E*>(dst), H, N, D, dstride[0], dstride[1],
-                                                                 dstride[2], dstride[3], static_cast<const E*>(src),
-                                                                 sstride[0], sstride[1], sstride[3], positions);
+    launch_kernel(kernels::write_positions_kernel<E>, blocks, threads, 0, s, static_cast<E*>(dst), H, N, D, dstride[0],
+                  dstride[1], dstride[2], dstride[3], static_cast<const E*>(src), sstride[0], sstride[1], sstride[3],
+                  positions);
   };
   switch (elem) {
     case 1: go(uint8_t{}); break;
@@ -50,8 +51,8 @@ void launch_scatter_rows(Dtype dt, void* table, int64_t V, int64_t D, Dtype id_d
     using T = decltype(ttag);
     dispatch_index(id_dt, [&](auto itag) {
       using I = decltype(itag);
-      kernels::scatter_rows_kernel<T, I><<<static_cast<unsigned>(n_ids), threads, 0, s>>>(
-          static_cast<T*>(table), V, D, static_cast<const I*>(ids), static_cast<const T*>(rows));
+      launch_kernel(kernels::scatter_rows_kernel<T, I>, static_cast<unsigned>(n_ids), threads, 0, s,
+                    static_cast<T*>(table), V, D, static_cast<const I*>(ids), static_cast<const T*>(rows));
     });
   });
   TERN_CUDA_CHECK_LAUNCH();

@@ -4,6 +4,7 @@
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/kv_quant_attention_mma.cuh"
 #include "tern/backend/cuda/kv_quant_launch.h"
+#include "tern/backend/cuda/launch_kernel.cuh"
 #include "tern/backend/cuda/runtime/check.h"
 
 namespace tern::cuda {
@@ -12,8 +13,8 @@ void launch_kv_encode(Dtype dt, const void* x, int64_t B, int64_t H, int64_t L, 
                       const KVCodecArgs& c, const TurboTables& t, cudaStream_t s) {
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
-    kernels::kv_encode_kernel<T><<<static_cast<unsigned>(L * B * H), 128, 0, s>>>(static_cast<const T*>(x), B, H, xs[0],
-                                                                                  xs[1], xs[2], rows, c, t);
+    launch_kernel(kernels::kv_encode_kernel<T>, static_cast<unsigned>(L * B * H), 128, 0, s, static_cast<const T*>(x),
+                  B, H, xs[0], xs[1], xs[2], rows, c, t);
   });
   TERN_CUDA_CHECK_LAUNCH();
 }
@@ -22,8 +23,8 @@ void launch_kv_decode(Dtype dt, const uint8_t* rows, int64_t S, int64_t B, int64
                       const TurboTables& t, bool unrotate, cudaStream_t s) {
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
-    kernels::kv_decode_kernel<T><<<static_cast<unsigned>(S * B * H), 128, 0, s>>>(rows, S, B, H, static_cast<T*>(out),
-                                                                                  c, t, unrotate);
+    launch_kernel(kernels::kv_decode_kernel<T>, static_cast<unsigned>(S * B * H), 128, 0, s, rows, S, B, H,
+                  static_cast<T*>(out), c, t, unrotate);
   });
   TERN_CUDA_CHECK_LAUNCH();
 }
@@ -47,11 +48,11 @@ void launch_attention(const KVAttnLaunch& p, const TurboTables& t, int n_splits,
   const KVAttnArgs a = kv_attn_args(p, workspace, n_splits, static_cast<int>((G + GC - 1) / GC));
   const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv * a.n_head_chunks),
                   static_cast<unsigned>(p.B));
-  kernels::kv_decode_attention_kernel<T, EPL><<<grid, kernels::kKVAttnWarps * 32, 0, s>>>(a, t);
+  launch_kernel(kernels::kv_decode_attention_kernel<T, EPL>, grid, kernels::kKVAttnWarps * 32, 0, s, a, t);
   TERN_CUDA_CHECK_LAUNCH();
   const int64_t rows = p.B * p.Hq;
-  kernels::kv_attention_combine_kernel<T><<<static_cast<unsigned>(rows), 128, 0, s>>>(
-      workspace, n_splits, rows, 32 * EPL, p.vc.kind == 2, t, static_cast<T*>(p.out));
+  launch_kernel(kernels::kv_attention_combine_kernel<T>, static_cast<unsigned>(rows), 128, 0, s, workspace, n_splits,
+                rows, 32 * EPL, p.vc.kind == 2, t, static_cast<T*>(p.out));
   TERN_CUDA_CHECK_LAUNCH();
 }
 

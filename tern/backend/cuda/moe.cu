@@ -5,6 +5,7 @@
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/moe.cuh"
 #include "tern/backend/cuda/launch.h"
+#include "tern/backend/cuda/launch_kernel.cuh"
 #include "tern/backend/cuda/runtime/check.h"
 
 namespace tern::cuda {
@@ -21,15 +22,17 @@ bool launch_moe_decode(const void* x, const int32_t* experts, const float* weigh
   const dim3 up_grid(static_cast<unsigned>((I + kernels::kMoeWarps - 1) / kernels::kMoeWarps),
                      static_cast<unsigned>(T * k));
   if (geglu) {
-    kernels::moe_gate_up_kernel<true><<<up_grid, kernels::kMoeWarps * 32, 0, s>>>(xb, experts, k, gu, E, H, I, h);
+    launch_kernel(kernels::moe_gate_up_kernel<true>, up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu, E, H,
+                  I, h);
   } else {
-    kernels::moe_gate_up_kernel<false><<<up_grid, kernels::kMoeWarps * 32, 0, s>>>(xb, experts, k, gu, E, H, I, h);
+    launch_kernel(kernels::moe_gate_up_kernel<false>, up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu, E, H,
+                  I, h);
   }
   TERN_CUDA_CHECK_LAUNCH();
   const dim3 down_grid(static_cast<unsigned>((H + kernels::kMoeWarps - 1) / kernels::kMoeWarps),
                        static_cast<unsigned>(T));
-  kernels::moe_down_kernel<<<down_grid, kernels::kMoeWarps * 32, 0, s>>>(
-      h, experts, weights, k, static_cast<const __nv_bfloat16*>(down), E, H, I, out);
+  launch_kernel(kernels::moe_down_kernel, down_grid, kernels::kMoeWarps * 32, 0, s, h, experts, weights, k,
+                static_cast<const __nv_bfloat16*>(down), E, H, I, out);
   TERN_CUDA_CHECK_LAUNCH();
   return true;
 }
@@ -38,18 +41,18 @@ void launch_moe_sort(const int32_t* experts, int64_t P, int64_t k, int64_t E, in
                      int32_t* cursor, int32_t* rows, int32_t* pos, cudaStream_t s) {
   constexpr int kThreads = 256;
   TERN_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(E) * sizeof(int32_t), s));
-  kernels::moe_count_kernel<<<grid_for(P, kThreads), kThreads, 0, s>>>(experts, P, E, counts);
+  launch_kernel(kernels::moe_count_kernel, grid_for(P, kThreads), kThreads, 0, s, experts, P, E, counts);
   TERN_CUDA_CHECK_LAUNCH();
-  kernels::moe_offsets_kernel<<<1, 1, 0, s>>>(counts, E, offsets, cursor);
+  launch_kernel(kernels::moe_offsets_kernel, 1, 1, 0, s, counts, E, offsets, cursor);
   TERN_CUDA_CHECK_LAUNCH();
-  kernels::moe_place_kernel<<<grid_for(P, kThreads), kThreads, 0, s>>>(experts, P, k, E, cursor, rows, pos);
+  launch_kernel(kernels::moe_place_kernel, grid_for(P, kThreads), kThreads, 0, s, experts, P, k, E, cursor, rows, pos);
   TERN_CUDA_CHECK_LAUNCH();
 }
 
 void launch_moe_combine(const float* y, const int32_t* pos, const float* weights, int64_t T, int64_t k, int64_t H,
                         float* out, cudaStream_t s) {
   constexpr int kThreads = 256;
-  kernels::moe_combine_kernel<<<grid_for(T * H, kThreads), kThreads, 0, s>>>(y, pos, weights, T, k, H, out);
+  launch_kernel(kernels::moe_combine_kernel, grid_for(T * H, kThreads), kThreads, 0, s, y, pos, weights, T, k, H, out);
   TERN_CUDA_CHECK_LAUNCH();
 }
 

@@ -2,6 +2,7 @@
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/norm.cuh"
 #include "tern/backend/cuda/launch.h"
+#include "tern/backend/cuda/launch_kernel.cuh"
 #include "tern/backend/cuda/runtime/check.h"
 
 namespace tern::cuda {
@@ -13,9 +14,9 @@ void launch_rms_norm(Dtype xt, const void* x, const Layout& rows_layout, const v
     using T = decltype(xtag);
     dispatch_float(wt, [&](auto wtag) {
       using W = decltype(wtag);
-      kernels::rms_norm_kernel<T, W><<<static_cast<unsigned>(rows), threads, 0, s>>>(
-          static_cast<const T*>(x), rows_layout, static_cast<const T*>(delta), static_cast<T*>(sum),
-          static_cast<const W*>(w), static_cast<T*>(out), d, eps);
+      launch_kernel(kernels::rms_norm_kernel<T, W>, static_cast<unsigned>(rows), threads, 0, s,
+                    static_cast<const T*>(x), rows_layout, static_cast<const T*>(delta), static_cast<T*>(sum),
+                    static_cast<const W*>(w), static_cast<T*>(out), d, eps);
     });
   });
   TERN_CUDA_CHECK_LAUNCH();

@@ -2,6 +2,7 @@
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/reduce.cuh"
 #include "tern/backend/cuda/launch.h"
+#include "tern/backend/cuda/launch_kernel.cuh"
 #include "tern/backend/cuda/runtime/check.h"
 
 namespace tern::cuda {
@@ -14,11 +15,11 @@ void launch_softmax(Dtype dt, const void* x, void* out, int64_t outer, int64_t n
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
     if (inner == 1) {
-      kernels::softmax_rows_kernel<T><<<static_cast<unsigned>(outer), row_threads(n), 0, s>>>(
-          static_cast<const T*>(x), static_cast<T*>(out), n, log);
+      launch_kernel(kernels::softmax_rows_kernel<T>, static_cast<unsigned>(outer), row_threads(n), 0, s,
+                    static_cast<const T*>(x), static_cast<T*>(out), n, log);
     } else {
-      kernels::softmax_cols_kernel<T><<<grid_for(outer * inner, 128, INT32_MAX), 128, 0, s>>>(
-          static_cast<const T*>(x), static_cast<T*>(out), outer, n, inner, log);
+      launch_kernel(kernels::softmax_cols_kernel<T>, grid_for(outer * inner, 128, INT32_MAX), 128, 0, s,
+                    static_cast<const T*>(x), static_cast<T*>(out), outer, n, inner, log);
     }
   });
   TERN_CUDA_CHECK_LAUNCH();
@@ -29,11 +30,11 @@ void launch_reduce(Dtype dt, int op, const void* x, void* out, int64_t outer, in
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
     if (inner == 1) {
-      kernels::reduce_rows_kernel<T><<<static_cast<unsigned>(outer), row_threads(n), 0, s>>>(
-          static_cast<const T*>(x), static_cast<T*>(out), n, op);
+      launch_kernel(kernels::reduce_rows_kernel<T>, static_cast<unsigned>(outer), row_threads(n), 0, s,
+                    static_cast<const T*>(x), static_cast<T*>(out), n, op);
     } else {
-      kernels::reduce_cols_kernel<T><<<grid_for(outer * inner, 128, INT32_MAX), 128, 0, s>>>(
-          static_cast<const T*>(x), static_cast<T*>(out), outer, n, inner, op);
+      launch_kernel(kernels::reduce_cols_kernel<T>, grid_for(outer * inner, 128, INT32_MAX), 128, 0, s,
+                    static_cast<const T*>(x), static_cast<T*>(out), outer, n, inner, op);
     }
   });
   TERN_CUDA_CHECK_LAUNCH();
@@ -61,14 +62,14 @@ void launch_argmax(Dtype dt, const void* x, int32_t* out, int64_t outer, int64_t
     if (chunks > 1) {
       auto* best_i = static_cast<int64_t*>(workspace);
       auto* best_v = reinterpret_cast<float*>(best_i + outer * chunks);
-      kernels::argmax_partial_kernel<T><<<dim3(static_cast<unsigned>(outer), chunks), 256, 0, s>>>(
-          static_cast<const T*>(x), n, chunks, best_v, best_i);
+      launch_kernel(kernels::argmax_partial_kernel<T>, dim3(static_cast<unsigned>(outer), chunks), 256, 0, s,
+                    static_cast<const T*>(x), n, chunks, best_v, best_i);
       TERN_CUDA_CHECK_LAUNCH();
-      kernels::argmax_final_kernel<<<static_cast<unsigned>(outer), 32, 0, s>>>(best_v, best_i, chunks, out);
+      launch_kernel(kernels::argmax_final_kernel, static_cast<unsigned>(outer), 32, 0, s, best_v, best_i, chunks, out);
       return;
     }
-    kernels::argmax_kernel<T><<<static_cast<unsigned>(outer * inner), row_threads(n), 0, s>>>(
-        static_cast<const T*>(x), out, n, inner);
+    launch_kernel(kernels::argmax_kernel<T>, static_cast<unsigned>(outer * inner), row_threads(n), 0, s,
+                  static_cast<const T*>(x), out, n, inner);
   });
   TERN_CUDA_CHECK_LAUNCH();
 }
@@ -77,8 +78,8 @@ void launch_topk(Dtype dt, const void* x, void* values, int32_t* indices, int64_
                  int64_t k, cudaStream_t s) {
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
-    kernels::topk_kernel<T><<<static_cast<unsigned>(outer * inner), row_threads(n), 0, s>>>(
-        static_cast<const T*>(x), static_cast<T*>(values), indices, n, inner, k);
+    launch_kernel(kernels::topk_kernel<T>, static_cast<unsigned>(outer * inner), row_threads(n), 0, s,
+                  static_cast<const T*>(x), static_cast<T*>(values), indices, n, inner, k);
   });
   TERN_CUDA_CHECK_LAUNCH();
 }

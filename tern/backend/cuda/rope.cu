@@ -2,6 +2,7 @@
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/rope.cuh"
 #include "tern/backend/cuda/launch.h"
+#include "tern/backend/cuda/launch_kernel.cuh"
 #include "tern/backend/cuda/runtime/check.h"
 
 namespace tern::cuda {
@@ -15,9 +16,8 @@ void launch_rope(Dtype dt, const void* x, void* out, int64_t B, int64_t H, int64
     using T = decltype(tag);
     dispatch_index(pos_dt, [&](auto ptag) {
       using P = decltype(ptag);
-      kernels::rope_kernel<T, P><<<static_cast<unsigned>(rows), threads, 0, s>>>(
-          static_cast<const T*>(x), static_cast<T*>(out), H, L, D, static_cast<const P*>(pos), per_batch, inv_freq,
-          rot, attn_scale);
+      launch_kernel(kernels::rope_kernel<T, P>, static_cast<unsigned>(rows), threads, 0, s, static_cast<const T*>(x),
+                    static_cast<T*>(out), H, L, D, static_cast<const P*>(pos), per_batch, inv_freq, rot, attn_scale);
     });
   });
   TERN_CUDA_CHECK_LAUNCH();

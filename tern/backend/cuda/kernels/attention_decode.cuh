@@ -219,6 +219,7 @@ __device__ __forceinline__ void decode_merge(float* scratch, int R, const float 
 // synchronously (for wide heads, whose double buffers would cost occupancy).
 template <typename T, int HD, int BN, int STAGES>
 __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(DecodeArgs a) {
+  grid_dependency_wait();
   extern __shared__ __align__(16) unsigned char decode_smem[];
   constexpr int kStride = HD + 8;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;

@@ -126,6 +126,7 @@ __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_gr
 
 template <typename T, int HD, int BN>
 __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(FlashArgs a) {
+  grid_dependency_wait();
   extern __shared__ __align__(16) unsigned char flash_smem[];
   constexpr int kStride = HD + 8;
   // Q, then two stages of (K, V): the next tile streams in while this one is computed.

@@ -36,6 +36,7 @@ __device__ __forceinline__ void visible_range(const RowsArgs& a, int64_t b, int6
 
 template <typename T, int NT>
 __global__ void __launch_bounds__(kRowsWarps * 32) attention_rows_kernel(RowsArgs a) {
+  grid_dependency_wait();
   const int64_t row = blockIdx.x;  // (b, h, i)
   const int64_t i = row % a.Lq;
   const int64_t h = (row / a.Lq) % a.Hq;
@@ -129,6 +130,7 @@ __global__ void __launch_bounds__(kRowsWarps * 32) attention_rows_kernel(RowsArg
 template <typename T>
 __global__ void attention_combine_kernel(const float* __restrict__ partial, T* __restrict__ out, int64_t rows,
                                          int64_t Dv, int n_splits) {
+  grid_dependency_wait();
   const int64_t row = blockIdx.x;
   float M = -INFINITY;
   for (int s = 0; s < n_splits; ++s) M = fmaxf(M, partial[(s * rows + row) * (Dv + 2) + Dv]);

@@ -11,6 +11,15 @@
 
 namespace tern::cuda::kernels {
 
+// The first statement of every kernel (see launch_kernel.cuh): waits until the previous kernel in the
+// stream has finished and its writes are visible, then lets the next kernel's blocks be scheduled.
+// Without a programmatic launch both are no-ops.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 // Offset (elements) of the i-th element in row-major order of l.shape.
 __device__ __forceinline__ int64_t offset_of(const Layout& l, int64_t i) {

@@ -9,6 +9,7 @@ namespace tern::cuda::kernels {
 // One block per row of d elements: out = x / sqrt(sum(x^2) + eps), f32 math.
 template <typename T>
 __global__ void l2norm_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t d, float eps) {
+  grid_dependency_wait();
   const T* xr = x + blockIdx.x * d;
   T* yr = out + blockIdx.x * d;
   float ss = 0.0f;
@@ -26,6 +27,7 @@ __global__ void l2norm_kernel(const T* __restrict__ x, T* __restrict__ out, int6
 __global__ void causal_conv1d_kernel(const float* __restrict__ x, const float* __restrict__ w,
                                      const float* __restrict__ hist, float* __restrict__ out, int64_t B, int64_t L,
                                      int64_t C, int64_t K) {
+  grid_dependency_wait();
   const int64_t n = B * L * C, H = K - 1;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -45,6 +47,7 @@ __global__ void causal_conv1d_kernel(const float* __restrict__ x, const float* _
 // ascending order and row s reads row L + s > s, so the update is safe in place.
 __global__ void conv_history_kernel(const float* __restrict__ x, float* __restrict__ hist, int64_t B, int64_t L,
                                     int64_t C, int64_t K) {
+  grid_dependency_wait();
   const int64_t n = B * C, H = K - 1;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -67,6 +70,7 @@ __global__ void __launch_bounds__(kDeltaCols) delta_recurrent_kernel(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
     const float* __restrict__ g, const float* __restrict__ beta, float* __restrict__ state, float* __restrict__ out,
     int64_t L, int64_t Hk, int64_t Dk, int64_t Hv, int64_t Dv) {
+  grid_dependency_wait();
   extern __shared__ float smem[];
   float* S = smem;                     // [Dk, kDeltaCols]
   float* qs = S + Dk * kDeltaCols;     // [Dk]
@@ -132,6 +136,7 @@ __global__ void __launch_bounds__(kChunkThreads) delta_chunked_kernel(
     const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
     const float* __restrict__ g, const float* __restrict__ beta, float* __restrict__ state, float* __restrict__ out,
     int64_t L, int64_t Hk, int64_t Dk, int64_t Hv, int64_t Dv, int64_t chunk) {
+  grid_dependency_wait();
   extern __shared__ double dsm[];
   constexpr int C = kChunkCols;
   double* A = dsm;                    // [chunk, chunk]: the solve's matrix, then the q.k decay matrix

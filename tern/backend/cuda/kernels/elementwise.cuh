@@ -68,6 +68,7 @@ __device__ __forceinline__ T binary_v(int op, T a, T b) {
 template <typename T>
 __global__ void binary_kernel(int op, const T* __restrict__ a, Layout la, const T* __restrict__ b, Layout lb,
                               T* __restrict__ out, int64_t n) {
+  grid_dependency_wait();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     out[i] = binary_v<T>(op, a[offset_of(la, i)], b[offset_of(lb, i)]);
   }
@@ -77,6 +78,7 @@ __global__ void binary_kernel(int op, const T* __restrict__ a, Layout la, const 
 template <typename T>
 __global__ void binary_contig_kernel(int op, const T* __restrict__ a, const T* __restrict__ b, T* __restrict__ out,
                                      int64_t n) {
+  grid_dependency_wait();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     out[i] = binary_v<T>(op, a[i], b[i]);
   }
@@ -86,6 +88,7 @@ __global__ void binary_contig_kernel(int op, const T* __restrict__ a, const T* _
 template <typename T, bool kContig>
 __global__ void unary_kernel(int op, const T* __restrict__ x, Layout lx, T* __restrict__ out, int64_t n, float p0,
                              float p1) {
+  grid_dependency_wait();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     out[i] = from_f32<T>(unary_f(op, to_f32(x[kContig ? i : offset_of(lx, i)]), p0, p1));
   }
@@ -94,6 +97,7 @@ __global__ void unary_kernel(int op, const T* __restrict__ x, Layout lx, T* __re
 template <typename T, bool kContig>
 __global__ void gated_kernel(int act, const T* __restrict__ gate, Layout lg, const T* __restrict__ up, Layout lu,
                              T* __restrict__ out, int64_t n) {
+  grid_dependency_wait();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     float g = to_f32(gate[kContig ? i : offset_of(lg, i)]);
     float u = to_f32(up[kContig ? i : offset_of(lu, i)]);
@@ -121,6 +125,7 @@ __device__ __forceinline__ D convert(S v) {
 
 template <typename S, typename D, bool kContig>
 __global__ void cast_kernel(const S* __restrict__ x, Layout lx, D* __restrict__ out, int64_t n) {
+  grid_dependency_wait();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     out[i] = convert<S, D>(x[kContig ? i : offset_of(lx, i)]);
   }
@@ -128,6 +133,7 @@ __global__ void cast_kernel(const S* __restrict__ x, Layout lx, D* __restrict__ 
 
 template <typename T, typename B>
 __global__ void add_bias_kernel(T* __restrict__ out, const B* __restrict__ bias, int64_t rows, int64_t cols) {
+  grid_dependency_wait();
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     out[i] = from_f32<T>(to_f32(out[i]) + to_f32(bias[i % cols]));
@@ -137,6 +143,7 @@ __global__ void add_bias_kernel(T* __restrict__ out, const B* __restrict__ bias,
 // Element-size generic copy (U an unsigned type of that size).
 template <typename U>
 __global__ void strided_copy_kernel(const U* __restrict__ src, Layout ls, U* __restrict__ dst, Layout ld, int64_t n) {
+  grid_dependency_wait();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     dst[offset_of(ld, i)] = src[offset_of(ls, i)];
   }

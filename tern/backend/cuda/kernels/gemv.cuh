@@ -23,6 +23,7 @@ template <int M, typename O>
 __global__ void __launch_bounds__(kGemvWarps * 32) gemv_bf16_kernel(const __nv_bfloat16* __restrict__ x,
                                                                    const __nv_bfloat16* __restrict__ w,
                                                                    O* __restrict__ out, int64_t N, int64_t K) {
+  grid_dependency_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp) * kGemvRowsPerWarp;
   const int64_t chunks = K / 8;  // 16-byte chunks per row

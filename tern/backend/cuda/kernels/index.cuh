@@ -8,6 +8,7 @@ namespace tern::cuda::kernels {
 template <typename T, typename I, typename O>
 __global__ void embedding_kernel(const T* __restrict__ table, int64_t V, int64_t D, const I* __restrict__ ids,
                                  O* __restrict__ out, int32_t* __restrict__ bad) {
+  grid_dependency_wait();
   const int64_t id = static_cast<int64_t>(ids[blockIdx.x]);
   O* row = out + blockIdx.x * D;
   if (id < 0 || id >= V) {
@@ -25,6 +26,7 @@ template <typename E>
 __global__ void write_positions_kernel(E* __restrict__ dst, int64_t H, int64_t N, int64_t D, int64_t ds0, int64_t ds1,
                                        int64_t ds2, int64_t ds3, const E* __restrict__ src, int64_t ss0, int64_t ss1,
                                        int64_t ss3, const int32_t* __restrict__ positions) {
+  grid_dependency_wait();
   const int64_t b = blockIdx.x / H, h = blockIdx.x % H;
   const int64_t p = positions[b];
   if (p < 0 || p >= N) return;
@@ -36,6 +38,7 @@ __global__ void write_positions_kernel(E* __restrict__ dst, int64_t H, int64_t N
 template <typename T, typename I>
 __global__ void scatter_rows_kernel(T* __restrict__ table, int64_t V, int64_t D, const I* __restrict__ ids,
                                     const T* __restrict__ rows) {
+  grid_dependency_wait();
   const int64_t id = static_cast<int64_t>(ids[blockIdx.x]);
   if (id < 0 || id >= V) return;
   const T* src = rows + blockIdx.x * D;

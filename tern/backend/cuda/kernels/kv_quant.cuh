@@ -142,6 +142,7 @@ __device__ inline void encode_turbo_value_group(const float* r, int bits, const 
 template <typename T>
 __global__ void kv_encode_kernel(const T* x, int64_t B, int64_t H, int64_t xs0, int64_t xs1, int64_t xs2,
                                  uint8_t* rows, KVCodecArgs c, TurboTables t) {
+  grid_dependency_wait();
   __shared__ float row[1024];
   const int64_t r = blockIdx.x, h = r % H, b = (r / H) % B, l = r / (H * B);
   const T* xp = x + b * xs0 + h * xs1 + l * xs2;
@@ -175,6 +176,7 @@ __device__ __forceinline__ float decode_element(const uint8_t* row, const KVCode
 template <typename T>
 __global__ void kv_decode_kernel(const uint8_t* rows, int64_t S, int64_t B, int64_t H, T* out, KVCodecArgs c,
                                  TurboTables t, bool unrotate) {
+  grid_dependency_wait();
   __shared__ float row[1024];
   __shared__ float book[256];
   if (c.kind == 2)

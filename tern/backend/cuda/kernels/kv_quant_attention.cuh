@@ -18,6 +18,7 @@ constexpr int kv_attn_heads() { return EPL <= 4 ? 8 : 32 / EPL; }
 
 template <typename T, int EPL>
 __global__ void __launch_bounds__(kKVAttnWarps * 32) kv_decode_attention_kernel(KVAttnArgs a, TurboTables t) {
+  grid_dependency_wait();
   constexpr int GC = kv_attn_heads<EPL>();
   constexpr int D = 32 * EPL;
   __shared__ float book[256];
@@ -144,6 +145,7 @@ __global__ void __launch_bounds__(kKVAttnWarps * 32) kv_decode_attention_kernel(
 template <typename T>
 __global__ void kv_attention_combine_kernel(const float* partial, int n_splits, int64_t rows, int D, bool rotate_back,
                                             TurboTables t, T* out) {
+  grid_dependency_wait();
   __shared__ float o[512];
   const int64_t r = blockIdx.x;
   float mx = -CUDART_INF_F;

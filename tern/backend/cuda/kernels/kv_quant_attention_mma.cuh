@@ -314,6 +314,7 @@ template <typename T, int HD, typename KC, typename VC>
 __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
     kv_decode_attention_mma_kernel(KVAttnArgs a, TurboTables t, int k_stage, int v_stage, int k_gran, int v_gran,
                                    int k_shift, int v_shift) {
+  grid_dependency_wait();
   extern __shared__ __align__(16) unsigned char kv_mma_smem[];
   constexpr int BN = kKVWarpKeys, VD = HD / 8;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;

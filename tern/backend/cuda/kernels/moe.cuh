@@ -59,6 +59,7 @@ __global__ void __launch_bounds__(kMoeWarps * 32)
     moe_gate_up_kernel(const __nv_bfloat16* __restrict__ x, const int32_t* __restrict__ experts, int64_t k,
                        const __nv_bfloat16* __restrict__ gate_up, int64_t E, int64_t H, int64_t I,
                        float* __restrict__ h) {
+  grid_dependency_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t i = static_cast<int64_t>(blockIdx.x) * kMoeWarps + warp, p = blockIdx.y;
   if (i >= I) return;
@@ -84,6 +85,7 @@ __global__ void __launch_bounds__(kMoeWarps * 32)
     moe_down_kernel(const float* __restrict__ h, const int32_t* __restrict__ experts,
                     const float* __restrict__ weights, int64_t k, const __nv_bfloat16* __restrict__ down, int64_t E,
                     int64_t H, int64_t I, float* __restrict__ out) {
+  grid_dependency_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kMoeWarps + warp, t = blockIdx.y;
   if (n >= H) return;
@@ -99,6 +101,7 @@ __global__ void __launch_bounds__(kMoeWarps * 32)
 
 // counts[e] += number of pairs routed to e (counts zeroed by the caller); ids outside [0, E) skipped.
 __global__ void moe_count_kernel(const int32_t* __restrict__ experts, int64_t P, int64_t E, int32_t* counts) {
+  grid_dependency_wait();
   for (int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; p < P;
        p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int32_t e = experts[p];
@@ -109,6 +112,7 @@ __global__ void moe_count_kernel(const int32_t* __restrict__ experts, int64_t P,
 // offsets[e] = cursor[e] = sum of counts[0:e]; one thread (E is small).
 __global__ void moe_offsets_kernel(const int32_t* __restrict__ counts, int64_t E, int32_t* __restrict__ offsets,
                                    int32_t* __restrict__ cursor) {
+  grid_dependency_wait();
   if (blockIdx.x != 0 || threadIdx.x != 0) return;
   int32_t at = 0;
   for (int64_t e = 0; e < E; ++e) {
@@ -123,6 +127,7 @@ __global__ void moe_offsets_kernel(const int32_t* __restrict__ counts, int64_t E
 // depend on it; the combine reads through pos in slot order).
 __global__ void moe_place_kernel(const int32_t* __restrict__ experts, int64_t P, int64_t k, int64_t E,
                                  int32_t* cursor, int32_t* __restrict__ rows, int32_t* __restrict__ pos) {
+  grid_dependency_wait();
   for (int64_t p = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; p < P;
        p += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int32_t e = experts[p];
@@ -141,6 +146,7 @@ __global__ void moe_place_kernel(const int32_t* __restrict__ experts, int64_t P,
 __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ pos,
                                    const float* __restrict__ weights, int64_t T, int64_t k, int64_t H,
                                    float* __restrict__ out) {
+  grid_dependency_wait();
   const int64_t n = T * H;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {

@@ -10,6 +10,7 @@ template <typename T, typename W>
 __global__ void rms_norm_kernel(const T* __restrict__ x, Layout rows, const T* __restrict__ delta,
                                 T* __restrict__ sum, const W* __restrict__ w, T* __restrict__ out, int64_t d,
                                 float eps) {
+  grid_dependency_wait();
   const T* xr = x + offset_of(rows, blockIdx.x);
   const T* dr = delta ? delta + blockIdx.x * d : nullptr;
   T* sr = sum ? sum + blockIdx.x * d : nullptr;

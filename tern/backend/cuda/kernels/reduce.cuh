@@ -9,6 +9,7 @@ enum ReduceCode { kSum = 0, kMean = 1, kMax = 2 };
 
 template <typename T>
 __global__ void softmax_rows_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t n, bool log) {
+  grid_dependency_wait();
   const T* xr = x + blockIdx.x * n;
   T* yr = out + blockIdx.x * n;
   float m = -INFINITY;
@@ -29,6 +30,7 @@ __global__ void softmax_rows_kernel(const T* __restrict__ x, T* __restrict__ out
 template <typename T>
 __global__ void softmax_cols_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t outer, int64_t n,
                                     int64_t inner, bool log) {
+  grid_dependency_wait();
   const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (c >= outer * inner) return;
   const int64_t o = c / inner, in = c % inner;
@@ -47,6 +49,7 @@ __global__ void softmax_cols_kernel(const T* __restrict__ x, T* __restrict__ out
 
 template <typename T>
 __global__ void reduce_rows_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t n, int op) {
+  grid_dependency_wait();
   const T* xr = x + blockIdx.x * n;
   float acc = op == kMax ? -INFINITY : 0.0f;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
@@ -60,6 +63,7 @@ __global__ void reduce_rows_kernel(const T* __restrict__ x, T* __restrict__ out,
 template <typename T>
 __global__ void reduce_cols_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t outer, int64_t n,
                                    int64_t inner, int op) {
+  grid_dependency_wait();
   const int64_t c = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
   if (c >= outer * inner) return;
   const int64_t o = c / inner, in = c % inner;
@@ -104,6 +108,7 @@ __device__ __forceinline__ void block_best(float& v, int64_t& idx) {
 // One block per (outer, inner) line of n elements at stride `inner`.
 template <typename T>
 __global__ void argmax_kernel(const T* __restrict__ x, int32_t* __restrict__ out, int64_t n, int64_t inner) {
+  grid_dependency_wait();
   const int64_t line = blockIdx.x;
   const int64_t o = line / inner, in = line % inner;
   const T* xl = x + o * n * inner + in;
@@ -122,6 +127,7 @@ __global__ void argmax_kernel(const T* __restrict__ x, int32_t* __restrict__ out
 template <typename T>
 __global__ void argmax_partial_kernel(const T* __restrict__ x, int64_t n, int chunks, float* __restrict__ best_v,
                                       int64_t* __restrict__ best_i) {
+  grid_dependency_wait();
   const int64_t line = blockIdx.x;
   const int64_t per = (n + chunks - 1) / chunks;
   const int64_t lo = blockIdx.y * per, hi = min(n, lo + per);
@@ -141,6 +147,7 @@ __global__ void argmax_partial_kernel(const T* __restrict__ x, int64_t n, int ch
 
 __global__ void argmax_final_kernel(const float* __restrict__ best_v, const int64_t* __restrict__ best_i, int chunks,
                                     int32_t* __restrict__ out) {
+  grid_dependency_wait();
   const int64_t line = blockIdx.x;
   float bv = -INFINITY;
   int64_t bi = INT64_MAX;
@@ -162,6 +169,7 @@ __global__ void argmax_final_kernel(const float* __restrict__ best_v, const int6
 template <typename T>
 __global__ void topk_kernel(const T* __restrict__ x, T* __restrict__ values, int32_t* __restrict__ indices, int64_t n,
                             int64_t inner, int64_t k) {
+  grid_dependency_wait();
   const int64_t line = blockIdx.x;
   const int64_t o = line / inner, in = line % inner;
   const T* xl = x + o * n * inner + in;

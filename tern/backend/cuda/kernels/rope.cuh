@@ -9,6 +9,7 @@ template <typename T, typename P>
 __global__ void rope_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t H, int64_t L, int64_t D,
                             const P* __restrict__ pos, bool per_batch, const float* __restrict__ inv_freq,
                             int64_t rot, float attn_scale) {
+  grid_dependency_wait();
   const int64_t row = blockIdx.x;  // (b, h, l)
   const int64_t l = row % L;
   const int64_t b = row / (H * L);

@@ -1,0 +1,41 @@
+// launch_kernel: every tern kernel launch. Each launch allows programmatic dependent launch (Hopper): the
+// kernel's blocks may be scheduled while the previous kernel in the stream drains, and wait in
+// kernels::grid_dependency_wait() (the first statement of every kernel) until that kernel has finished
+// and its writes are visible. What it saves is the gap between dependent kernels, which dominates a
+// decode step of small kernels; captured graphs keep the programmatic edges. TERN_CUDA_PDL=0 turns it
+// off (plain stream order), for comparison.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <utility>
+
+#include "tern/backend/cuda/runtime/check.h"
+
+namespace tern::cuda {
+
+inline bool pdl_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("TERN_CUDA_PDL");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
+template <typename... Params, typename... Args>
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cfg.attrs = &attr;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
+  TERN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace tern::cuda
