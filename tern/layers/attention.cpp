@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include "tern/ops/norm_rope.h"
+
 namespace tern {
 
 Attention Attention::load(const WeightLoader& w, const AttentionShape& s, ops::RopeTable rope) {
@@ -29,12 +31,15 @@ Tensor Attention::forward(const Tensor& x, KVCache& cache) const {
   Tensor q = qkv[0].view({B, L, shape_.n_head, D});
   Tensor k = qkv[1].view({B, L, shape_.n_head_kv, D});
   Tensor v = qkv[2].view({B, L, shape_.n_head_kv, D}).transpose(1, 2);
-  if (shape_.qk_norm) {
-    q = q_norm_.forward(q);
-    k = k_norm_.forward(k);
+  if (shape_.qk_norm) {  // the per-head norms and the rotation in one pass
+    ops::NormRoped qk = ops::norm_rope(q.transpose(1, 2), k.transpose(1, 2), q_norm_.weight, k_norm_.weight,
+                                       q_norm_.eps, cache.next_positions(L).to(x.device()), rope_);
+    q = qk.q;
+    k = qk.k;
+  } else {
+    q = cache.rope_positions(q.transpose(1, 2), rope_);
+    k = cache.rope_positions(k.transpose(1, 2), rope_);
   }
-  q = cache.rope_positions(q.transpose(1, 2), rope_);
-  k = cache.rope_positions(k.transpose(1, 2), rope_);
   auto read = cache.append(k, v, L == 1 ? AppendPhase::decode : AppendPhase::window);
   Tensor o = read->attend(q, scale_);  // [B, H, L, D]
   return o_proj_.forward(o.transpose(1, 2).reshape({B, L, shape_.n_head * D}));

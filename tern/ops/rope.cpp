@@ -145,7 +145,7 @@ RopeTable rope_table(const RopeConfig& cfg) {
   return table;
 }
 
-Tensor rope(const Tensor& x, const Tensor& positions, const RopeTable& table) {
+void check_rope_args(const Tensor& x, const Tensor& positions, const RopeTable& table) {
   TERN_CHECK(x.defined() && positions.defined(), "[rope] expected defined x and positions, got an undefined one");
   TERN_CHECK(is_floating(x.dtype()), "[rope] expected a float dtype (f32, bf16, f16), got {}", dtype_name(x.dtype()));
   TERN_CHECK(x.rank() == 4, "[rope] expected x of shape [B, H, L, D], got {}", shape_str(x.shape()));
@@ -162,6 +162,10 @@ Tensor rope(const Tensor& x, const Tensor& positions, const RopeTable& table) {
              "[rope] expected an even rotary_dim in (0, {}], got {}", d, table.rotary_dim);
   TERN_CHECK(static_cast<int64_t>(table.inv_freq.size()) == table.rotary_dim / 2,
              "[rope] expected {} inverse frequencies, got {}", table.rotary_dim / 2, table.inv_freq.size());
+}
+
+Tensor rope(const Tensor& x, const Tensor& positions, const RopeTable& table) {
+  check_rope_args(x, positions, table);
   Tensor out = Tensor::empty(x.shape(), x.dtype(), x.device());
   if (out.numel() == 0) return out;
   if (x.device().is_cpu()) {

@@ -36,6 +36,8 @@ RopeTable rope_table(const RopeConfig& cfg);
 // x [B, H, L, D] with positions [L] or [B, L] (i32 or i64): returns x with
 // x[..., :rot] rotated (rotate_half pairing i with i + rot/2) and x[..., rot:] unchanged.
 Tensor rope(const Tensor& x, const Tensor& positions, const RopeTable& table);
+// The argument checks of rope (its "[rope] expected ..." errors), for ops that fuse it.
+void check_rope_args(const Tensor& x, const Tensor& positions, const RopeTable& table);
 
 }  // namespace tern::ops
 

@@ -25,9 +25,7 @@ std::string AffineRingKVCache::signature() const {
          std::to_string(key_.group);
 }
 
-Tensor AffineRingKVCache::rope_positions(const Tensor& x, const ops::RopeTable& rope) const {
-  return ops::rope(x, uniform_positions(offset_, x.size(2)).to(x.device()), rope);
-}
+Tensor AffineRingKVCache::next_positions(int64_t n) const { return uniform_positions(offset_, n); }
 
 int64_t AffineRingKVCache::trim(int64_t n) {
   TERN_CHECK(n >= 0, "[kv-cache] expected a non-negative trim count, got {}", n);

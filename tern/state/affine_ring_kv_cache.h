@@ -20,7 +20,7 @@ class AffineRingKVCache : public KVCache {
   std::string signature() const override;
   int64_t offset() const override { return offset_; }
   // x [B, H, L, D] rotated at the absolute positions [offset, offset + L).
-  Tensor rope_positions(const Tensor& x, const ops::RopeTable& rope) const override;
+  Tensor next_positions(int64_t n) const override;
   // True while no stored position has been overwritten (offset <= window).
   bool is_trimmable() const override { return offset_ <= window_; }
   // Drops the last n positions (min(n, offset)); throws "[kv-cache] ... has wrapped" once it has wrapped.

@@ -82,6 +82,10 @@ void check_kv_append(const Tensor& k, const Tensor& v, AppendPhase phase, const 
              k.size(2));
 }
 
+Tensor Cache::rope_positions(const Tensor& x, const ops::RopeTable& rope) const {
+  return ops::rope(x, next_positions(x.size(2)).to(x.device()), rope);
+}
+
 Tensor uniform_positions(int64_t offset, int64_t n) {
   Tensor p = Tensor::empty({n}, Dtype::i32);
   int32_t* d = p.data<int32_t>();

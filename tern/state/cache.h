@@ -44,8 +44,11 @@ class Cache {
   virtual std::string signature() const = 0;
   // Positions stored so far (the next append starts here).
   virtual int64_t offset() const = 0;
-  // x [B, H, L, D] rotated at the positions the next append of L tokens will take.
-  virtual Tensor rope_positions(const Tensor& x, const ops::RopeTable& rope) const = 0;
+  // The positions the next append of n tokens will take (i32): [n], the same for every row, or, while a
+  // compiled decode step is attached, [B, 1] on the step's device.
+  virtual Tensor next_positions(int64_t n) const = 0;
+  // x [B, H, L, D] rotated at next_positions(L).
+  Tensor rope_positions(const Tensor& x, const ops::RopeTable& rope) const;
   virtual bool is_trimmable() const = 0;
   // Drops the last n positions; returns how many were dropped (min(n, offset)). Throws if !is_trimmable().
   virtual int64_t trim(int64_t n) = 0;

@@ -10,9 +10,9 @@ std::string PlainKVCache::signature() const {
   return window_ > 0 ? "kv:" + dt + ":window:" + std::to_string(window_) : "kv:" + dt;
 }
 
-Tensor PlainKVCache::rope_positions(const Tensor& x, const ops::RopeTable& rope) const {
-  if (step_) return ops::rope(x, step_->positions.view({x.size(0), 1}), rope);
-  return ops::rope(x, uniform_positions(offset_, x.size(2)).to(x.device()), rope);
+Tensor PlainKVCache::next_positions(int64_t n) const {
+  if (step_) return step_->positions.view({step_->positions.size(0), 1});
+  return uniform_positions(offset_, n);
 }
 
 int64_t PlainKVCache::trim(int64_t n) {

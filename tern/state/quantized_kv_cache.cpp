@@ -69,9 +69,9 @@ Tensor as_f32(const Tensor& x) { return (x.dtype() == Dtype::f32 ? x : ops::cast
 
 }  // namespace
 
-Tensor QuantizedKVCache::rope_positions(const Tensor& x, const ops::RopeTable& rope) const {
-  if (step_) return ops::rope(x, step_->positions.view({x.size(0), 1}), rope);
-  return ops::rope(x, uniform_positions(offset_, x.size(2)).to(x.device()), rope);
+Tensor QuantizedKVCache::next_positions(int64_t n) const {
+  if (step_) return step_->positions.view({step_->positions.size(0), 1});
+  return uniform_positions(offset_, n);
 }
 
 int64_t QuantizedKVCache::trim(int64_t n) {

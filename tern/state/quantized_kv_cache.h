@@ -15,7 +15,7 @@ namespace tern {
 class QuantizedKVCache : public KVCache {
  public:
   int64_t offset() const override { return offset_; }
-  Tensor rope_positions(const Tensor& x, const ops::RopeTable& rope) const override;
+  Tensor next_positions(int64_t n) const override;
   bool is_trimmable() const override { return true; }
   int64_t trim(int64_t n) override;
   int64_t bytes() const override;

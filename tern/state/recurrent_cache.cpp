@@ -11,7 +11,7 @@ RecurrentCache::RecurrentCache(const RecurrentShape& shape) : shape_(shape) {
              shape.conv_dim, shape.conv_kernel, shape.n_v_head, shape.d_k, shape.d_v);
 }
 
-Tensor RecurrentCache::rope_positions(const Tensor&, const ops::RopeTable&) const {
+Tensor RecurrentCache::next_positions(int64_t) const {
   TERN_THROW("[recurrent-cache] expected an attention layer to ask for rope positions, got a recurrent layer");
 }
 

@@ -26,7 +26,7 @@ class RecurrentCache : public Cache {
   std::string signature() const override { return "recurrent:f32"; }
   int64_t offset() const override { return offset_; }
   // A recurrent layer takes no positions: throws "[recurrent-cache] ...".
-  Tensor rope_positions(const Tensor& x, const ops::RopeTable& rope) const override;
+  Tensor next_positions(int64_t n) const override;
   bool is_trimmable() const override { return false; }
   // Throws: roll back with snapshot() / restore() and replay instead.
   int64_t trim(int64_t n) override;

@@ -17,9 +17,7 @@ std::string RingKVCache::signature() const {
   return "kv:" + dt + ":ring:" + std::to_string(window_);
 }
 
-Tensor RingKVCache::rope_positions(const Tensor& x, const ops::RopeTable& rope) const {
-  return ops::rope(x, uniform_positions(offset_, x.size(2)).to(x.device()), rope);
-}
+Tensor RingKVCache::next_positions(int64_t n) const { return uniform_positions(offset_, n); }
 
 int64_t RingKVCache::trim(int64_t n) {
   TERN_CHECK(n >= 0, "[kv_cache] expected a non-negative trim count, got {}", n);

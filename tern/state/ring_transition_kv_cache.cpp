@@ -25,8 +25,8 @@ std::string RingTransitionKVCache::signature() const {
 
 int64_t RingTransitionKVCache::offset() const { return converted_ ? quantized_->offset() : plain_.offset(); }
 
-Tensor RingTransitionKVCache::rope_positions(const Tensor& x, const ops::RopeTable& rope) const {
-  return converted_ ? quantized_->rope_positions(x, rope) : plain_.rope_positions(x, rope);
+Tensor RingTransitionKVCache::next_positions(int64_t n) const {
+  return converted_ ? quantized_->next_positions(n) : plain_.next_positions(n);
 }
 
 bool RingTransitionKVCache::is_trimmable() const {

@@ -20,7 +20,7 @@ class RingTransitionKVCache : public TransitionBase {
   // The storage held now: the plain ring's signature before the transition, the affine ring's after.
   std::string signature() const override;
   int64_t offset() const override;
-  Tensor rope_positions(const Tensor& x, const ops::RopeTable& rope) const override;
+  Tensor next_positions(int64_t n) const override;
   // Whichever ring is held: trimmable until it has wrapped.
   bool is_trimmable() const override;
   int64_t trim(int64_t n) override;

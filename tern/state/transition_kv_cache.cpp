@@ -21,8 +21,8 @@ std::string TransitionKVCache::signature() const {
 
 int64_t TransitionKVCache::offset() const { return converted_ ? quantized_->offset() : plain_.offset(); }
 
-Tensor TransitionKVCache::rope_positions(const Tensor& x, const ops::RopeTable& rope) const {
-  return converted_ ? quantized_->rope_positions(x, rope) : plain_.rope_positions(x, rope);
+Tensor TransitionKVCache::next_positions(int64_t n) const {
+  return converted_ ? quantized_->next_positions(n) : plain_.next_positions(n);
 }
 
 int64_t TransitionKVCache::trim(int64_t n) { return converted_ ? quantized_->trim(n) : plain_.trim(n); }

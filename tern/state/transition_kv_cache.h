@@ -19,7 +19,7 @@ class TransitionKVCache : public TransitionBase {
   // The storage held now: the plain one's signature before the transition, the quantized one's after.
   std::string signature() const override;
   int64_t offset() const override;
-  Tensor rope_positions(const Tensor& x, const ops::RopeTable& rope) const override;
+  Tensor next_positions(int64_t n) const override;
   bool is_trimmable() const override { return true; }
   int64_t trim(int64_t n) override;
   // 0 before the transition; the transition point after it (positions before it were re-encoded).

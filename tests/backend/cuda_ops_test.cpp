@@ -13,6 +13,7 @@
 #include "tern/ops/index.h"
 #include "tern/ops/matmul.h"
 #include "tern/ops/norm.h"
+#include "tern/ops/norm_rope.h"
 #include "tern/ops/reduce.h"
 #include "tern/ops/rope.h"
 
@@ -182,6 +183,46 @@ TEST_F(CudaOps, Rope) {
       Tensor xt = randn({2, 7, 3, cfg.head_dim}, dt, 21).transpose(1, 2);
       EXPECT_CLOSE(ops::rope(xt, pos, table),
                    ops::rope(randn({2, 7, 3, cfg.head_dim}, dt, 21).to(kGpu).transpose(1, 2), pos.to(kGpu), table),
+                   dt);
+    }
+  }
+}
+
+// The fused q/k norm and rotation against the CPU's rms_norm then rope, on the strided views attention
+// layers pass (heads of one projection output), partial rotary, per-row positions and a scale-free norm.
+TEST_F(CudaOps, NormRopeMatchesNormThenRope) {
+  struct Case {
+    int64_t d, rot, hq, hk;
+    bool weights, per_row;
+  };
+  const Case cases[] = {{128, 128, 4, 2, true, false},
+                        {64, 32, 3, 1, true, true},
+                        {256, 256, 2, 2, false, true},
+                        {96, 64, 2, 1, true, false}};
+  for (Dtype dt : kFloat) {
+    for (const Case& c : cases) {
+      ops::RopeConfig cfg;
+      cfg.head_dim = c.d, cfg.rotary_dim = c.rot, cfg.theta = 1e6;
+      const ops::RopeTable table = ops::rope_table(cfg);
+      const int64_t B = 2, L = 5;
+      // one [B, L, (hq + hk) * d] projection output, split into q and k heads as Attention does
+      Tensor qk = randn({B, L, (c.hq + c.hk) * c.d}, dt, 40);
+      auto views = [&](const Tensor& t) {
+        return std::pair{t.slice(2, 0, c.hq * c.d).view({B, L, c.hq, c.d}).transpose(1, 2),
+                         t.slice(2, c.hq * c.d, (c.hq + c.hk) * c.d).view({B, L, c.hk, c.d}).transpose(1, 2)};
+      };
+      Tensor wq = c.weights ? randn({c.d}, dt, 41) : Tensor(), wk = c.weights ? randn({c.d}, dt, 42) : Tensor();
+      Tensor pos = c.per_row ? randint({B, L}, 30000, Dtype::i32, 43) : randint({L}, 30000, Dtype::i64, 44);
+      auto [q, k] = views(qk);
+      ops::NormRoped ref = ops::norm_rope(q, k, wq, wk, 1e-6f, pos, table);
+      Tensor qk_gpu = qk.to(kGpu);
+      auto [gq, gk] = views(qk_gpu);
+      ops::NormRoped got = ops::norm_rope(gq, gk, c.weights ? wq.to(kGpu) : Tensor(),
+                                          c.weights ? wk.to(kGpu) : Tensor(), 1e-6f, pos.to(kGpu), table);
+      EXPECT_CLOSE(ref.q, got.q, dt) << "d " << c.d;
+      EXPECT_CLOSE(ref.k, got.k, dt) << "d " << c.d;
+      // and the unfused GPU ops agree with the fused kernel to the rounding of the norm's sum
+      EXPECT_CLOSE(ops::rope(ops::rms_norm(gq, c.weights ? wq.to(kGpu) : Tensor(), 1e-6f), pos.to(kGpu), table), got.q,
                    dt);
     }
   }

@@ -278,7 +278,7 @@ class NoPersistence : public Cache {
  public:
   std::string signature() const override { return "kv:test"; }
   int64_t offset() const override { return 0; }
-  Tensor rope_positions(const Tensor& x, const ops::RopeTable&) const override { return x; }
+  Tensor next_positions(int64_t n) const override { return uniform_positions(0, n); }
   bool is_trimmable() const override { return false; }
   int64_t trim(int64_t) override { return 0; }
   int64_t bytes() const override { return 0; }

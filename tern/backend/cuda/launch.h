@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "tern/backend/cuda/kernels/layout.h"
+#include "tern/backend/cuda/kernels/norm_rope_args.h"
 #include "tern/core/dtype.h"
 
 namespace tern::cuda {
@@ -66,6 +67,9 @@ void launch_delta_chunked(const float* q, const float* k, const float* v, const 
 void launch_rope(Dtype dt, const void* x, void* out, int64_t B, int64_t H, int64_t L, int64_t D, Dtype pos_dt,
                  const void* pos, bool per_batch, const float* inv_freq, int64_t rot, float attn_scale,
                  cudaStream_t s);
+// norm_rope.cu: the fused q/k norm and rotary embedding (kernels/norm_rope_args.h); wt the weights'
+// dtype, pos_dt the positions' (i32/i64).
+void launch_norm_rope(Dtype dt, Dtype wt, Dtype pos_dt, const kernels::NormRopeArgs& a, cudaStream_t s);
 
 // reduce.cu: x viewed as contiguous [outer, n, inner], reduced over n; out [outer, inner] (softmax:
 // [outer, n, inner]). op: ops::ReduceOp value.

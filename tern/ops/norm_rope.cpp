@@ -1,0 +1,32 @@
+// ops::norm_rope: the checks, the CPU composition (the reference) and the CUDA dispatch.
+#include "tern/ops/norm_rope.h"
+
+#include "tern/ops/norm.h"
+
+namespace tern::ops {
+
+NormRoped norm_rope(const Tensor& q, const Tensor& k, const Tensor& wq, const Tensor& wk, float eps,
+                    const Tensor& positions, const RopeTable& table) {
+  TERN_CHECK(q.defined() && k.defined(), "[norm_rope] expected defined q and k, got an undefined one");
+  TERN_CHECK(q.rank() == 4 && k.rank() == 4 && q.size(0) == k.size(0) && q.size(2) == k.size(2) &&
+                 q.size(3) == k.size(3) && q.dtype() == k.dtype() && q.device() == k.device(),
+             "[norm_rope] expected q [B, Hq, L, D] and k [B, Hk, L, D] of one dtype and device, got {} {} and {} {}",
+             shape_str(q.shape()), dtype_name(q.dtype()), shape_str(k.shape()), dtype_name(k.dtype()));
+  if (q.device().is_cpu() || q.size(3) > 256)
+    return {rope(rms_norm(q, wq, eps), positions, table), rope(rms_norm(k, wk, eps), positions, table)};
+  // The CUDA kernel: the same checks as the two ops it fuses.
+  const int64_t d = q.size(3);
+  for (const Tensor* w : {&wq, &wk}) {
+    TERN_CHECK(!w->defined() || (w->shape() == Shape{d} && is_floating(w->dtype()) && w->device() == q.device()),
+               "[norm_rope] expected norm weights [{}] of a float dtype on {}, got {}", d, q.device().str(),
+               w->defined() ? shape_str(w->shape()) : std::string("undefined"));
+  }
+  TERN_CHECK(eps >= 0.0f, "[norm_rope] expected eps >= 0, got {}", eps);
+  check_rope_args(q, positions, table);
+  Tensor oq = Tensor::empty(q.shape(), q.dtype(), q.device()), ok = Tensor::empty(k.shape(), k.dtype(), k.device());
+  if (oq.numel() + ok.numel() == 0) return {oq, ok};
+  cuda::norm_rope(q, k, wq, wk, eps, positions, table, oq, ok);
+  return {oq, ok};
+}
+
+}  // namespace tern::ops
