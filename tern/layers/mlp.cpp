@@ -2,6 +2,7 @@
 #include "tern/layers/mlp.h"
 
 #include "tern/ops/elementwise.h"
+#include "tern/ops/gated_linear.h"
 
 namespace tern {
 
@@ -16,6 +17,9 @@ GatedMlp GatedMlp::load(const WeightLoader& w, int64_t hidden, int64_t inter, Ac
 }
 
 Tensor GatedMlp::forward(const Tensor& x) const {
+  if (gate_up_.stacked.weight.defined() && !gate_up_.stacked.bias.defined())  // one product and activation
+    return down_.forward(ops::gated_linear(x, gate_up_.stacked.weight,
+                                           act_ == Act::silu ? ops::UnaryOp::silu : ops::UnaryOp::gelu_tanh));
   std::vector<Tensor> gu = gate_up_.forward(x);
   const Tensor &g = gu[0], &u = gu[1];
   Tensor h = act_ == Act::silu ? ops::swiglu(g, u) : ops::geglu(g, u, true);

@@ -10,6 +10,7 @@
 #include "tern/ops/attention.h"
 #include "tern/ops/device.h"
 #include "tern/ops/elementwise.h"
+#include "tern/ops/gated_linear.h"
 #include "tern/ops/index.h"
 #include "tern/ops/matmul.h"
 #include "tern/ops/norm.h"
@@ -226,6 +227,26 @@ TEST_F(CudaOps, NormRopeMatchesNormThenRope) {
                    dt);
     }
   }
+}
+
+// The gated MLP's first half on the GPU (one kernel for decode-sized bf16 rows, linear then the gated op
+// otherwise) against the CPU's linear, split and swiglu / geglu.
+TEST_F(CudaOps, GatedLinearMatchesLinearThenGate) {
+  const int64_t in = 1024 + 64, inter = 300;
+  Tensor w = randn({2 * inter, in}, Dtype::bf16, 50, 0.05f);
+  Tensor wg = w.to(kGpu);
+  for (int64_t rows : {1, 2, 3, 4, 5}) {
+    for (ops::UnaryOp act : {ops::UnaryOp::silu, ops::UnaryOp::gelu_tanh, ops::UnaryOp::gelu_erf}) {
+      Tensor x = randn({rows, 1, in}, Dtype::bf16, 51 + static_cast<uint32_t>(rows));
+      Tensor y = ops::linear(x, w);
+      Tensor g = y.narrow(-1, 0, inter), u = y.narrow(-1, inter, inter);
+      Tensor ref = act == ops::UnaryOp::silu ? ops::swiglu(g, u) : ops::geglu(g, u, act == ops::UnaryOp::gelu_tanh);
+      Tensor got = ops::gated_linear(x.to(kGpu), wg, act);
+      ASSERT_EQ(got.shape(), (Shape{rows, 1, inter}));
+      EXPECT_CLOSE(ref, got, Dtype::bf16) << "rows " << rows << " act " << static_cast<int>(act);
+    }
+  }
+  EXPECT_THROW(ops::gated_linear(randn({1, in}, Dtype::bf16, 60).to(kGpu), wg, ops::UnaryOp::exp), Error);
 }
 
 TEST_F(CudaOps, SoftmaxAndReductions) {

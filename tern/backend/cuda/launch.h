@@ -40,6 +40,10 @@ void launch_add_bias(Dtype out_dt, void* out, Dtype bias_dt, const void* bias, i
 // the pointers are 16-byte aligned.
 bool launch_gemv(int64_t M, const void* x, const void* w, Dtype out_dt, void* out, int64_t N, int64_t K,
                  cudaStream_t s);
+// out[m, n] = act(x[m] . w[n]) * (x[m] . w[N + n]) in bf16 for w [2N, K] (gate rows over up rows), act
+// a UnaryOp code (silu, gelu_tanh, gelu_erf); the same conditions and false otherwise.
+bool launch_gemv_gated(int64_t M, int act, const void* x, const void* w, void* out, int64_t N, int64_t K,
+                       cudaStream_t s);
 
 // norm.cu: x, out contiguous [rows, d]; w [d] (nullptr: no scale).
 // RMSNorm of `rows` rows of d elements: row r of x at offset_of(rows_layout, r); with delta (contiguous

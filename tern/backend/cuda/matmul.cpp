@@ -8,6 +8,7 @@
 #include "tern/backend/cuda/layout.h"
 #include "tern/backend/cuda/runtime/context.h"
 #include "tern/ops/elementwise.h"
+#include "tern/ops/gated_linear.h"
 
 namespace tern::cuda {
 namespace {
@@ -127,6 +128,12 @@ void linear(const Tensor& x2d, const Tensor& w, const Tensor& bias, Tensor& out2
     launch_add_bias(out2d.dtype(), out2d.data_ptr(), bc.dtype(), bc.data_ptr(), out2d.size(0), out2d.size(1),
                     stream());
   }
+}
+
+bool gated_linear(const Tensor& x2d, const Tensor& w, ops::UnaryOp act, Tensor& out2d) {
+  check_cuda(x2d, "gated_linear");
+  return launch_gemv_gated(x2d.size(0), static_cast<int>(act), x2d.data_ptr(), w.data_ptr(), out2d.data_ptr(),
+                           w.size(0) / 2, w.size(1), stream());
 }
 
 }  // namespace tern::cuda
