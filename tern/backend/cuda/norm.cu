@@ -1,4 +1,6 @@
 // Launcher of the RMSNorm kernel.
+#include <algorithm>
+
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/norm.cuh"
 #include "tern/backend/cuda/launch.h"
@@ -9,14 +11,21 @@ namespace tern::cuda {
 
 void launch_rms_norm(Dtype xt, const void* x, const Layout& rows_layout, const void* delta, void* sum, Dtype wt,
                      const void* w, void* out, int64_t rows, int64_t d, float eps, cudaStream_t s) {
-  const int threads = d >= 2048 ? 512 : d >= 512 ? 256 : 128;
+  // rows of up to 8,192: the register-resident kernel, 8 elements per thread
+  const int64_t regs_threads = (d + kernels::kNormValuesPerThread - 1) / kernels::kNormValuesPerThread;
+  const bool regs = regs_threads <= 1024;
+  const int threads = regs ? static_cast<int>(std::max<int64_t>(32, (regs_threads + 31) / 32 * 32))
+                           : (d >= 2048  ? 512
+                              : d >= 512 ? 256
+                                         : 128);
   dispatch_float(xt, [&](auto xtag) {
     using T = decltype(xtag);
     dispatch_float(wt, [&](auto wtag) {
       using W = decltype(wtag);
-      launch_kernel(kernels::rms_norm_kernel<T, W>, static_cast<unsigned>(rows), threads, 0, s,
-                    static_cast<const T*>(x), rows_layout, static_cast<const T*>(delta), static_cast<T*>(sum),
-                    static_cast<const W*>(w), static_cast<T*>(out), d, eps);
+      launch_kernel(regs ? kernels::rms_norm_regs_kernel<T, W> : kernels::rms_norm_kernel<T, W>,
+                    static_cast<unsigned>(rows), threads, 0, s, static_cast<const T*>(x), rows_layout,
+                    static_cast<const T*>(delta), static_cast<T*>(sum), static_cast<const W*>(w), static_cast<T*>(out),
+                    d, eps);
     });
   });
   TERN_CUDA_CHECK_LAUNCH();

@@ -34,4 +34,45 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, Layout rows, const T* _
   }
 }
 
+// The same for rows of d <= 8 * blockDim.x: each thread holds its 8 elements (and their weights) in
+// registers, so a row costs one round of loads, one block reduction and one round of stores -- the
+// decode step's norms are single rows, where the two passes above are two dependent round trips.
+constexpr int kNormValuesPerThread = 8;
+
+template <typename T, typename W>
+__global__ void rms_norm_regs_kernel(const T* __restrict__ x, Layout rows, const T* __restrict__ delta,
+                                     T* __restrict__ sum, const W* __restrict__ w, T* __restrict__ out, int64_t d,
+                                     float eps) {
+  grid_dependency_wait();
+  const T* xr = x + offset_of(rows, blockIdx.x);
+  const T* dr = delta ? delta + blockIdx.x * d : nullptr;
+  T* sr = sum ? sum + blockIdx.x * d : nullptr;
+  T* yr = out + blockIdx.x * d;
+  float v[kNormValuesPerThread], wv[kNormValuesPerThread];
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kNormValuesPerThread; ++i) {
+    const int64_t j = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    v[i] = 0.0f;
+    wv[i] = 1.0f;
+    if (j < d) {
+      v[i] = to_f32(xr[j]);
+      if (dr) {
+        const T h = from_f32<T>(v[i] + to_f32(dr[j]));
+        sr[j] = h;
+        v[i] = to_f32(h);
+      }
+      if (w) wv[i] = to_f32(w[j]);
+    }
+    ss += v[i] * v[i];
+  }
+  ss = block_sum(ss);
+  const float inv = rsqrtf(ss / static_cast<float>(d) + eps);
+#pragma unroll
+  for (int i = 0; i < kNormValuesPerThread; ++i) {
+    const int64_t j = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
+    if (j < d) yr[j] = from_f32<T>(w ? v[i] * inv * wv[i] : v[i] * inv);
+  }
+}
+
 }  // namespace tern::cuda::kernels
