@@ -86,7 +86,10 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
   return out;
 }
 
-void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions) {
+namespace {
+
+// The checks of write_positions.
+void check_write_positions(const Tensor& dst, const Tensor& src, const Tensor& positions) {
   TERN_CHECK(dst.defined() && src.defined() && positions.defined(),
              "[write_positions] expected defined dst, src and positions, got an undefined one");
   TERN_CHECK(dst.rank() == 4 && src.rank() == 4 && src.size(2) == 1 && src.size(0) == dst.size(0) &&
@@ -99,9 +102,29 @@ void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions) {
   TERN_CHECK(positions.dtype() == Dtype::i32 && positions.numel() == dst.size(0) && positions.device() == dst.device(),
              "[write_positions] expected positions [{}] i32 on {}, got {} {} on {}", dst.size(0), dst.device().str(),
              shape_str(positions.shape()), dtype_name(positions.dtype()), positions.device().str());
+}
+
+}  // namespace
+
+void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions) {
+  check_write_positions(dst, src, positions);
   if (dst.numel() == 0) return;
   if (dst.device().is_cpu()) cpu::write_positions(dst, src, positions.contiguous());
   else cuda::write_positions(dst, src, positions.contiguous());
+}
+
+void write_positions(Tensor& keys, const Tensor& k, Tensor& values, const Tensor& v, const Tensor& positions) {
+  check_write_positions(keys, k, positions);
+  check_write_positions(values, v, positions);
+  TERN_CHECK(keys.dtype() == values.dtype() && keys.size(0) == values.size(0) && keys.size(1) == values.size(1),
+             "[write_positions] expected keys and values of one dtype and [B, H], got {} {} and {} {}",
+             shape_str(keys.shape()), dtype_name(keys.dtype()), shape_str(values.shape()), dtype_name(values.dtype()));
+  if (keys.device().is_cpu() || keys.numel() == 0 || values.numel() == 0) {
+    write_positions(keys, k, positions);
+    write_positions(values, v, positions);
+    return;
+  }
+  cuda::write_positions(keys, k, values, v, positions.contiguous());
 }
 
 }  // namespace tern::ops

@@ -71,8 +71,7 @@ std::unique_ptr<AttentionRead> PlainKVCache::append(const Tensor& k, const Tenso
     TERN_CHECK(phase == AppendPhase::decode && step_->span <= capacity(),
                "[kv_cache] expected decode appends within the reserved {} positions while a compiled step is attached",
                capacity());
-    ops::write_positions(keys_, k, step_->positions);
-    ops::write_positions(values_, v, step_->positions);
+    ops::write_positions(keys_, k, values_, v, step_->positions);
     return step_read(keys_, values_, *step_);
   }
   const int64_t n = k.size(2), start = offset_;

@@ -151,7 +151,7 @@ TEST_F(CudaOps, Cast) {
 
 TEST_F(CudaOps, RmsNorm) {
   for (Dtype dt : kFloat) {
-    for (int64_t d : {64, 128, 1000, 4096}) {
+    for (int64_t d : {64, 128, 1000, 4096, 10000}) {  // 10,000: past the register-resident kernel
       Tensor x = randn({3, 5, d}, dt, 14, 3.0f);
       for (Dtype wt : {Dtype::f32, Dtype::bf16}) {
         Tensor w = randn({d}, wt, 15);
@@ -162,6 +162,19 @@ TEST_F(CudaOps, RmsNorm) {
       Tensor w = randn({d}, Dtype::f32, 17);
       EXPECT_CLOSE(ops::rms_norm(view, w, 1e-6f),
                    ops::rms_norm(randn({5, 3, d}, dt, 16).to(kGpu).transpose(0, 1), w.to(kGpu), 1e-6f), dt);
+    }
+  }
+}
+
+// The residual add and norm in one pass (both kernels: rows up to 8,192 held in registers, and wider).
+TEST_F(CudaOps, AddRmsNorm) {
+  for (Dtype dt : kFloat) {
+    for (int64_t d : {64, 1000, 4096, 10000}) {
+      Tensor x = randn({1, 3, d}, dt, 30, 2.0f), delta = randn({1, 3, d}, dt, 31), w = randn({d}, dt, 32);
+      ops::AddNorm ref = ops::add_rms_norm(x, delta, w, 1e-6f);
+      ops::AddNorm got = ops::add_rms_norm(x.to(kGpu), delta.to(kGpu), w.to(kGpu), 1e-6f);
+      EXPECT_CLOSE(ref.sum, got.sum, dt) << "d " << d;
+      EXPECT_CLOSE(ref.normed, got.normed, dt) << "d " << d;
     }
   }
 }
@@ -223,8 +236,8 @@ TEST_F(CudaOps, NormRopeMatchesNormThenRope) {
       EXPECT_CLOSE(ref.q, got.q, dt) << "d " << c.d;
       EXPECT_CLOSE(ref.k, got.k, dt) << "d " << c.d;
       // and the unfused GPU ops agree with the fused kernel to the rounding of the norm's sum
-      EXPECT_CLOSE(ops::rope(ops::rms_norm(gq, c.weights ? wq.to(kGpu) : Tensor(), 1e-6f), pos.to(kGpu), table), got.q,
-                   dt);
+      Tensor unfused = ops::rope(ops::rms_norm(gq, c.weights ? wq.to(kGpu) : Tensor(), 1e-6f), pos.to(kGpu), table);
+      EXPECT_CLOSE(unfused.to(Device::cpu()), got.q, dt);
     }
   }
 }
@@ -317,6 +330,21 @@ TEST_F(CudaOps, ScatterRows) {
   std::vector<float> got = g.to(Device::cpu()).to_f32_vector(), want = table.to_f32_vector();
   want[2] = -INFINITY;
   EXPECT_EQ(got, want);
+}
+
+// A layer's key and value writes at per-row device positions in one launch, against the CPU's two writes;
+// keys and values of different head dims, the source a strided view as the projections give it.
+TEST_F(CudaOps, WritePositionsOfKeysAndValues) {
+  const int64_t B = 3, H = 2, N = 9, D = 64, Dv = 32;
+  Tensor keys = randn({B, H, N, D}, Dtype::bf16, 70), values = randn({B, H, N, Dv}, Dtype::bf16, 71);
+  Tensor k = randn({B, 1, H, D}, Dtype::bf16, 72).transpose(1, 2), v = randn({B, H, 1, Dv}, Dtype::bf16, 73);
+  Tensor pos = Tensor::from_vector(std::vector<int32_t>{4, 0, 8}, {B});
+  Tensor gk = keys.to(kGpu), gv = values.to(kGpu);
+  ops::write_positions(gk, k.to(kGpu).transpose(1, 2).contiguous().transpose(1, 2), gv, v.to(kGpu), pos.to(kGpu));
+  ops::write_positions(keys, k, pos);
+  ops::write_positions(values, v, pos);
+  EXPECT_EQ(keys.to_f32_vector(), gk.to(Device::cpu()).to_f32_vector());
+  EXPECT_EQ(values.to_f32_vector(), gv.to(Device::cpu()).to_f32_vector());
 }
 
 TEST_F(CudaOps, Matmul) {

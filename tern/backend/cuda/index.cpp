@@ -37,16 +37,35 @@ void embedding(const Tensor& table, const Tensor& ids, Tensor& out) {
                    out.data_ptr(), bad.data<int32_t>(), stream());
 }
 
+namespace {
+
+kernels::PositionWrites::One position_write(Tensor& dst, const Tensor& src) {
+  kernels::PositionWrites::One o{};
+  o.dst = dst.data_ptr();
+  o.src = src.data_ptr();
+  for (int i = 0; i < 4; ++i) {
+    o.ds[i] = dst.stride(i);
+    o.ss[i] = src.stride(i);
+  }
+  o.H = dst.size(1), o.N = dst.size(2), o.D = dst.size(3);
+  return o;
+}
+
+}  // namespace
+
 void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions) {
   check_cuda(dst, "write_positions");
-  int64_t dshape[4], dstride[4], sstride[4];
-  for (int i = 0; i < 4; ++i) {
-    dshape[i] = dst.size(i);
-    dstride[i] = dst.stride(i);
-    sstride[i] = src.stride(i);
-  }
-  launch_write_positions(dtype_size(dst.dtype()), dst.data_ptr(), dshape, dstride, src.data_ptr(), sstride,
-                         positions.data<int32_t>(), stream());
+  kernels::PositionWrites w{};
+  w.pair[0] = position_write(dst, src);
+  launch_write_positions(dtype_size(dst.dtype()), 1, w, dst.size(0), positions.data<int32_t>(), stream());
+}
+
+void write_positions(Tensor& keys, const Tensor& k, Tensor& values, const Tensor& v, const Tensor& positions) {
+  check_cuda(keys, "write_positions");
+  kernels::PositionWrites w{};
+  w.pair[0] = position_write(keys, k);
+  w.pair[1] = position_write(values, v);
+  launch_write_positions(dtype_size(keys.dtype()), 2, w, keys.size(0), positions.data<int32_t>(), stream());
 }
 
 void scatter_rows(Tensor& table, const Tensor& ids, const Tensor& rows) {

@@ -1,4 +1,6 @@
 // Launchers of the embedding gather and its inverse, scatter_rows.
+#include <algorithm>
+
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/index.cuh"
 #include "tern/backend/cuda/launch.h"
@@ -24,16 +26,13 @@ void launch_embedding(Dtype table_dt, const void* table, int64_t V, int64_t D, D
   TERN_CUDA_CHECK_LAUNCH();
 }
 
-void launch_write_positions(size_t elem, void* dst, const int64_t* dshape, const int64_t* dstride, const void* src,
-                            const int64_t* sstride, const int32_t* positions, cudaStream_t s) {
-  const int64_t B = dshape[0], H = dshape[1], N = dshape[2], D = dshape[3];
-  const unsigned blocks = static_cast<unsigned>(B * H);
-  const int threads = D >= 256 ? 256 : 128;
+void launch_write_positions(size_t elem, int count, const kernels::PositionWrites& w, int64_t B,
+                            const int32_t* positions, cudaStream_t s) {
+  const dim3 grid(static_cast<unsigned>(B * w.pair[0].H), static_cast<unsigned>(count));
+  const int threads = std::max(w.pair[0].D, w.pair[count - 1].D) >= 256 ? 256 : 128;
   auto go = [&](auto tag) {
     using E = decltype(tag);
-    launch_kernel(kernels::write_positions_kernel<E>, blocks, threads, 0, s, static_cast<E*>(dst), H, N, D, dstride[0],
-                  dstride[1], dstride[2], dstride[3], static_cast<const E*>(src), sstride[0], sstride[1], sstride[3],
-                  positions);
+    launch_kernel(kernels::write_positions_kernel<E>, grid, threads, 0, s, w, positions);
   };
   switch (elem) {
     case 1: go(uint8_t{}); break;

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "tern/backend/cuda/kernels/index_args.h"
 #include "tern/backend/cuda/kernels/layout.h"
 #include "tern/backend/cuda/kernels/norm_rope_args.h"
 #include "tern/core/dtype.h"
@@ -92,9 +93,9 @@ void launch_topk(Dtype dt, const void* x, void* values, int32_t* indices, int64_
 // index.cu: out[i, :] = table[ids[i], :] converted; an id outside [0, V) writes zeros and sets *bad.
 void launch_embedding(Dtype table_dt, const void* table, int64_t V, int64_t D, Dtype id_dt, const void* ids,
                       int64_t n_ids, Dtype out_dt, void* out, int32_t* bad, cudaStream_t s);
-// dst [B, H, N, D] (strides dstride), src [B, H, 1, D]: dst[b, h, positions[b], :] = src[b, h, 0, :].
-void launch_write_positions(size_t elem, void* dst, const int64_t* dshape, const int64_t* dstride, const void* src,
-                            const int64_t* sstride, const int32_t* positions, cudaStream_t s);
+// The first `count` (1 or 2) writes of w (kernels/index_args.h) over batch B in one launch.
+void launch_write_positions(size_t elem, int count, const kernels::PositionWrites& w, int64_t B,
+                            const int32_t* positions, cudaStream_t s);
 
 // moe.cu. Decode: out [T, H] f32 = sum_j weights[t, j] * down_e(act(gate_e(x_t)) * up_e(x_t)), e =
 // experts[t, j], for bf16 x [T, H], gate_up [E, 2I, H] and down [E, H, I] (contiguous), act SwiGLU or

@@ -5,6 +5,9 @@ namespace tern::cuda {
 
 void embedding(const Tensor&, const Tensor&, Tensor&) { TERN_THROW("[embedding] needs a CUDA build"); }
 void write_positions(Tensor&, const Tensor&, const Tensor&) { TERN_THROW("[write_positions] needs a CUDA build"); }
+void write_positions(Tensor&, const Tensor&, Tensor&, const Tensor&, const Tensor&) {
+  TERN_THROW("[write_positions] needs a CUDA build");
+}
 void scatter_rows(Tensor&, const Tensor&, const Tensor&) { TERN_THROW("[scatter_rows] needs a CUDA build"); }
 
 }  // namespace tern::cuda

@@ -2,6 +2,7 @@
 // inverse: one block per id, out-of-range ids skipped.
 #pragma once
 #include "tern/backend/cuda/kernels/common.cuh"
+#include "tern/backend/cuda/kernels/index_args.h"
 
 namespace tern::cuda::kernels {
 
@@ -22,17 +23,18 @@ __global__ void embedding_kernel(const T* __restrict__ table, int64_t V, int64_t
 
 // One block per (batch row, head): copies src's row into dst at positions[b] along dim 2. E is an
 // unsigned type of the element size; strides in elements.
+// dst[b, h, positions[b], :] = src[b, h, 0, :] for one or two (dst, src) pairs (a layer's keys and
+// values): blockIdx.x over (b, h), blockIdx.y over the pairs.
 template <typename E>
-__global__ void write_positions_kernel(E* __restrict__ dst, int64_t H, int64_t N, int64_t D, int64_t ds0, int64_t ds1,
-                                       int64_t ds2, int64_t ds3, const E* __restrict__ src, int64_t ss0, int64_t ss1,
-                                       int64_t ss3, const int32_t* __restrict__ positions) {
+__global__ void write_positions_kernel(PositionWrites w, const int32_t* __restrict__ positions) {
   grid_dependency_wait();
-  const int64_t b = blockIdx.x / H, h = blockIdx.x % H;
+  const PositionWrites::One& a = w.pair[blockIdx.y];
+  const int64_t b = blockIdx.x / a.H, h = blockIdx.x % a.H;
   const int64_t p = positions[b];
-  if (p < 0 || p >= N) return;
-  E* d = dst + b * ds0 + h * ds1 + p * ds2;
-  const E* s = src + b * ss0 + h * ss1;
-  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) d[j * ds3] = s[j * ss3];
+  if (p < 0 || p >= a.N) return;
+  E* d = static_cast<E*>(a.dst) + b * a.ds[0] + h * a.ds[1] + p * a.ds[2];
+  const E* s = static_cast<const E*>(a.src) + b * a.ss[0] + h * a.ss[1];
+  for (int64_t j = threadIdx.x; j < a.D; j += blockDim.x) d[j * a.ds[3]] = s[j * a.ss[3]];
 }
 
 template <typename T, typename I>
