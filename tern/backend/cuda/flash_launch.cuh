@@ -77,8 +77,7 @@ void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, cudaS
   a.kv_len = p.kv_len;
   a.n_splits = n_splits;
   dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
-  launch_kernel_in_order(kernels::attention_decode_kernel<T, HD, BN, STAGES>, grid, kernels::kFlashWarps * 32, smem, s,
-                         a);
+  launch_kernel(kernels::attention_decode_kernel<T, HD, BN, STAGES>, grid, kernels::kFlashWarps * 32, smem, s, a);
   TERN_CUDA_CHECK_LAUNCH();
   if (n_splits > 1) {
     const int64_t rows = p.B * p.Hq * p.Lq;

@@ -50,9 +50,9 @@ void run_kv_mma_codecs(const KVAttnLaunch& p, const TurboTables& t, int n_splits
   const KVAttnArgs a = kv_attn_args(p, workspace, n_splits, 1);
   const int k_stage = kernels::kv_stage_stride(p.kc.row_bytes), v_stage = kernels::kv_stage_stride(p.vc.row_bytes);
   const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
-  launch_kernel_in_order(kernel, grid, kernels::kFlashWarps * 32, kv_mma_smem<HD, KC, VC>(p), s, a, t, k_stage, v_stage,
-                         kv_copy_width(p.k_rows, p.kc.row_bytes), kv_copy_width(p.v_rows, p.vc.row_bytes),
-                         log2_of(p.kc.group), log2_of(p.vc.group));
+  launch_kernel(kernel, grid, kernels::kFlashWarps * 32, kv_mma_smem<HD, KC, VC>(p), s, a, t, k_stage, v_stage,
+                kv_copy_width(p.k_rows, p.kc.row_bytes), kv_copy_width(p.v_rows, p.vc.row_bytes), log2_of(p.kc.group),
+                log2_of(p.vc.group));
   TERN_CUDA_CHECK_LAUNCH();
   const int64_t rows = p.B * p.Hq;
   launch_kernel(kernels::kv_attention_combine_kernel<T>, static_cast<unsigned>(rows), 128, 0, s, workspace, n_splits,

@@ -24,8 +24,7 @@ inline bool pdl_enabled() {
 }
 
 template <typename... Params, typename... Args>
-void launch_kernel_with(bool early, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                        Args&&... args) {
+void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr.val.programmaticStreamSerializationAllowed = 1;
@@ -35,22 +34,8 @@ void launch_kernel_with(bool early, void (*kernel)(Params...), dim3 grid, dim3 b
   cfg.dynamicSmemBytes = smem;
   cfg.stream = s;
   cfg.attrs = &attr;
-  cfg.numAttrs = early && pdl_enabled() ? 1 : 0;
+  cfg.numAttrs = pdl_enabled() ? 1 : 0;
   TERN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
-}
-
-template <typename... Params, typename... Args>
-void launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, Args&&... args) {
-  launch_kernel_with(true, kernel, grid, block, smem, s, std::forward<Args>(args)...);
-}
-
-// For grids sized to fill the GPU exactly once (the split-K decode attention): no block starts before
-// the previous kernel has finished, since its still-resident blocks would push some of them into a
-// second, nearly empty wave.
-template <typename... Params, typename... Args>
-void launch_kernel_in_order(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                            Args&&... args) {
-  launch_kernel_with(false, kernel, grid, block, smem, s, std::forward<Args>(args)...);
 }
 
 }  // namespace tern::cuda
