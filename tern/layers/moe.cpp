@@ -8,6 +8,7 @@
 #include "tern/layers/router_tape.h"
 #include "tern/ops/elementwise.h"
 #include "tern/ops/index.h"
+#include "tern/ops/matmul.h"
 #include "tern/ops/moe.h"
 #include "tern/ops/reduce.h"
 
@@ -18,8 +19,12 @@ RouterChoice route_top_k(const Tensor& logits, int64_t k, bool renormalize) {
              logits.defined() ? shape_str(logits.shape()) : std::string("an undefined tensor"));
   TERN_CHECK(k >= 1 && k <= logits.size(1), "[moe] expected top-k in [1, {}], got {}", logits.size(1), k);
   Tensor lf = logits.dtype() == Dtype::f32 ? logits : ops::cast(logits, Dtype::f32);
-  Tensor probs = ops::softmax(lf, -1);
   RouterTape* tape = RouterTape::active();
+  if (!tape) {  // one op (one kernel on CUDA)
+    ops::MoeRoute r = ops::moe_route(lf, k, renormalize);
+    return {r.weights, r.experts};
+  }
+  Tensor probs = ops::softmax(lf, -1);
   RouterChoice forced;
   if (tape && tape->take(probs, k, renormalize, forced)) return forced;
   ops::TopK top = ops::topk(probs, k, -1);
@@ -67,7 +72,7 @@ Tensor SparseMoe::forward(const Tensor& x) const {
   const int64_t T = x.numel() / H;
   Tensor x2 = x.reshape({T, H}).contiguous();  // [T, hidden]
   // Router logits in f32 even for bf16 activations: rounding them to bf16 would flip near-tied experts.
-  Tensor logits = router_.forward(x2.dtype() == Dtype::f32 ? x2 : ops::cast(x2, Dtype::f32));  // [T, n_expert]
+  Tensor logits = ops::linear(x2, router_.weight, {}, Dtype::f32);  // [T, n_expert]
   RouterChoice route = route_top_k(logits, K, shape_.norm_topk_prob);
   Tensor out = ops::moe_experts(x2, route.experts, route.weights, experts_.gate_up, experts_.down,
                                 ops::MoeActivation::swiglu);  // [T, hidden] f32

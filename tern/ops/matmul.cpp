@@ -39,6 +39,11 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
 }
 
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  TERN_CHECK(x.defined(), "[linear] expected defined x and w, got an undefined operand");
+  return linear(x, w, bias, x.dtype());
+}
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, Dtype out_dtype) {
   TERN_CHECK(x.defined() && w.defined(), "[linear] expected defined x and w, got an undefined operand");
   TERN_CHECK(x.rank() >= 1, "[linear] expected x of rank >= 1, got a scalar");
   TERN_CHECK(w.rank() == 2, "[linear] expected w [out, in], got shape {}", shape_str(w.shape()));
@@ -57,9 +62,11 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias) {
     TERN_CHECK(bias.device() == x.device(), "[linear] expected bias on {}, got {}", x.device().str(),
                bias.device().str());
   }
+  TERN_CHECK(out_dtype == x.dtype() || out_dtype == Dtype::f32, "[linear] expected an output in {} or f32, got {}",
+             dtype_name(x.dtype()), dtype_name(out_dtype));
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
-  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
+  Tensor out = Tensor::empty(out_shape, out_dtype, x.device());
   if (out.numel() == 0) return out;
   const int64_t tokens = out.numel() / out_features;
   Tensor x2d = x.reshape({tokens, in}).contiguous();

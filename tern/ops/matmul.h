@@ -11,6 +11,9 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans
 // x [..., in] @ w[out, in]^T (+ bias [out]) -> [..., out] in x's dtype. w may be f32 or bf16 while
 // x is f32 (bf16 weights widen per block on CPU). Throws "[linear] expected ..." on shape mismatch.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias = {});
+// The same with the output in out_dtype, x's dtype or f32 (an f32 product of bf16 activations, e.g. MoE
+// router logits, without rounding it to bf16 or widening the activations first).
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& bias, Dtype out_dtype);
 
 }  // namespace tern::ops
 

@@ -3,6 +3,9 @@
 
 #include <string>
 
+#include "tern/ops/elementwise.h"
+#include "tern/ops/reduce.h"
+
 namespace tern::ops {
 
 Tensor moe_experts(const Tensor& x, const Tensor& experts, const Tensor& weights, const Tensor& gate_up,
@@ -39,6 +42,24 @@ Tensor moe_experts(const Tensor& x, const Tensor& experts, const Tensor& weights
     cuda::moe_experts(x.contiguous(), experts.contiguous(), weights.contiguous(), gate_up, down, act, out);
   }
   return out;
+}
+
+MoeRoute moe_route(const Tensor& logits, int64_t k, bool renormalize) {
+  TERN_CHECK(
+      logits.defined() && logits.rank() == 2 && logits.dtype() == Dtype::f32,
+      "[moe_route] expected logits [T, n_expert] f32, got {}",
+      logits.defined() ? shape_str(logits.shape()) + " " + dtype_name(logits.dtype()) : std::string("undefined"));
+  TERN_CHECK(k >= 1 && k <= logits.size(1), "[moe_route] expected top-k in [1, {}], got {}", logits.size(1), k);
+  if (logits.device().is_cuda() && logits.size(1) <= 1024 && k <= 32) {
+    MoeRoute r{Tensor::empty({logits.size(0), k}, Dtype::f32, logits.device()),
+               Tensor::empty({logits.size(0), k}, Dtype::i32, logits.device())};
+    if (logits.size(0) > 0) cuda::moe_route(logits.contiguous(), k, renormalize, r.weights, r.experts);
+    return r;
+  }
+  TopK top = topk(softmax(logits, -1), k, -1);
+  Tensor w = top.values;
+  if (renormalize) w = div(w, sum(w, -1, true));
+  return {w.contiguous(), top.indices.contiguous()};
 }
 
 }  // namespace tern::ops

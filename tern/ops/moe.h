@@ -16,6 +16,15 @@ enum class MoeActivation { swiglu, geglu_tanh };  // silu(g) * u, gelu_tanh(g) *
 Tensor moe_experts(const Tensor& x, const Tensor& experts, const Tensor& weights, const Tensor& gate_up,
                    const Tensor& down, MoeActivation act);
 
+// The router's choice from logits [T, E] f32: probabilities softmax(logits) over the experts, the k
+// largest (ties: lower index first) as experts [T, k] i32 with their probabilities as weights [T, k] f32,
+// divided by their sum when renormalize. The same numbers as ops::softmax, ops::topk and the division;
+// one kernel on CUDA for E <= 1024 (a warp per token). Throws "[moe_route] expected ..." on bad shapes.
+struct MoeRoute {
+  Tensor weights, experts;
+};
+MoeRoute moe_route(const Tensor& logits, int64_t k, bool renormalize);
+
 }  // namespace tern::ops
 
 // Backend entry points. Inputs are validated by ops/ (x, experts, weights contiguous); out [T, hidden]
@@ -27,4 +36,6 @@ void moe_experts(const Tensor& x, const Tensor& experts, const Tensor& weights, 
 namespace tern::cuda {
 void moe_experts(const Tensor& x, const Tensor& experts, const Tensor& weights, const Tensor& gate_up,
                  const Tensor& down, ops::MoeActivation act, Tensor& out);
+// logits contiguous [T, E] f32, E <= 1024, 1 <= k <= min(E, 32); weights / experts allocated [T, k].
+void moe_route(const Tensor& logits, int64_t k, bool renormalize, Tensor& weights, Tensor& experts);
 }  // namespace tern::cuda

@@ -165,5 +165,24 @@ TEST_F(CudaMoe, DecodeStepMakesNoCudaMallocInSteadyState) {
   EXPECT_EQ(cuda::allocator_stats().cuda_mallocs, before);
 }
 
+// The router's softmax top-k in one kernel (E <= 1024) and past it (the composed ops) against the CPU's
+// softmax, topk and division: the same experts in the same order, the weights to f32 rounding.
+TEST_F(CudaMoe, RouteMatchesSoftmaxTopK) {
+  for (int64_t E : {8, 60, 128, 256, 1000, 1500}) {
+    for (int64_t k : {1, 2, 8}) {
+      for (bool renorm : {true, false}) {
+        Tensor logits = randn({7, E}, static_cast<uint32_t>(80 + E + k), 2.0f);
+        ops::MoeRoute want = ops::moe_route(logits, k, renorm);
+        ops::MoeRoute got = ops::moe_route(logits.to(kGpu), k, renorm);
+        ASSERT_EQ(got.experts.shape(), (Shape{7, k}));
+        EXPECT_EQ(want.experts.to_f32_vector(), got.experts.to(Device::cpu()).to_f32_vector())
+            << "E " << E << " k " << k << " renormalize " << renorm;
+        EXPECT_LE(nmse(want.weights, got.weights), 1e-10) << "E " << E << " k " << k;
+      }
+    }
+  }
+  EXPECT_THROW(ops::moe_route(randn({2, 8}, 90).to(kGpu), 9, true), Error);
+}
+
 }  // namespace
 }  // namespace tern

@@ -112,6 +112,10 @@ void launch_moe_sort(const int32_t* experts, int64_t P, int64_t k, int64_t E, in
 // out [T, H] f32 = sum_j weights[t, j] * y[pos[t, j]] over slots with pos >= 0; y [n_sorted, H] f32.
 void launch_moe_combine(const float* y, const int32_t* pos, const float* weights, int64_t T, int64_t k, int64_t H,
                         float* out, cudaStream_t s);
+// The router's softmax top-k: logits [T, E] f32 contiguous (E <= 1024), k <= min(E, 32); weights [T, k]
+// f32 and experts [T, k] i32 out.
+void launch_moe_route(const float* logits, int64_t T, int64_t E, int64_t k, bool renormalize, float* weights,
+                      int32_t* experts, cudaStream_t s);
 // table[ids[i], :] = rows[i, :] for contiguous table [V, D] and rows [n_ids, D] of dtype dt; ids
 // outside [0, V) write nothing.
 void launch_scatter_rows(Dtype dt, void* table, int64_t V, int64_t D, Dtype id_dt, const void* ids, int64_t n_ids,

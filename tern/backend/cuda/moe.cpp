@@ -75,4 +75,10 @@ void moe_experts(const Tensor& x, const Tensor& experts, const Tensor& weights, 
   run_sorted(x, experts, weights, gate_up, down, act, out);
 }
 
+void moe_route(const Tensor& logits, int64_t k, bool renormalize, Tensor& weights, Tensor& experts) {
+  check_cuda(logits, "moe_route");
+  launch_moe_route(logits.data<float>(), logits.size(0), logits.size(1), k, renormalize, weights.data<float>(),
+                   experts.data<int32_t>(), stream());
+}
+
 }  // namespace tern::cuda

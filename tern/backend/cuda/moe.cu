@@ -56,4 +56,26 @@ void launch_moe_combine(const float* y, const int32_t* pos, const float* weights
   TERN_CUDA_CHECK_LAUNCH();
 }
 
+void launch_moe_route(const float* logits, int64_t T, int64_t E, int64_t k, bool renormalize, float* weights,
+                      int32_t* experts, cudaStream_t s) {
+  const auto grid = static_cast<unsigned>((T + kernels::kRouteWarps - 1) / kernels::kRouteWarps);
+  auto go = [&](auto kernel) {
+    launch_kernel(kernel, grid, kernels::kRouteWarps * 32, 0, s, logits, T, static_cast<int>(E), static_cast<int>(k),
+                  renormalize, weights, experts);
+  };
+  if (E <= 32)
+    go(kernels::moe_route_kernel<1>);
+  else if (E <= 64)
+    go(kernels::moe_route_kernel<2>);
+  else if (E <= 128)
+    go(kernels::moe_route_kernel<4>);
+  else if (E <= 256)
+    go(kernels::moe_route_kernel<8>);
+  else if (E <= 512)
+    go(kernels::moe_route_kernel<16>);
+  else
+    go(kernels::moe_route_kernel<32>);
+  TERN_CUDA_CHECK_LAUNCH();
+}
+
 }  // namespace tern::cuda

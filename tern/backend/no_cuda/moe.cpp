@@ -7,5 +7,6 @@ void moe_experts(const Tensor&, const Tensor&, const Tensor&, const Tensor&, con
                  Tensor&) {
   TERN_THROW("[moe_experts] needs a CUDA build");
 }
+void moe_route(const Tensor&, int64_t, bool, Tensor&, Tensor&) { TERN_THROW("[moe_route] needs a CUDA build"); }
 
 }  // namespace tern::cuda

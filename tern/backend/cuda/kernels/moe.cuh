@@ -160,4 +160,62 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* _
   }
 }
 
+// The router's choice, one warp per token: the softmax over E <= 32 * EPL logits held in registers
+// (EPL per lane), then k rounds of a warp argmax (ties: lower index), each removing its pick. Lane j
+// keeps the j-th pick; weights are divided by the picks' sum, added in pick order, when renormalize.
+constexpr int kRouteWarps = 4;
+
+template <int EPL>
+__global__ void __launch_bounds__(kRouteWarps * 32)
+    moe_route_kernel(const float* __restrict__ logits, int64_t T, int E, int k, bool renormalize,
+                     float* __restrict__ weights, int32_t* __restrict__ experts) {
+  grid_dependency_wait();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
+  if (t >= T) return;
+  const float* row = logits + t * E;
+  float p[EPL];
+  float m = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < EPL; ++i) {
+    const int e = lane + 32 * i;
+    p[i] = e < E ? row[e] : -INFINITY;
+    m = fmaxf(m, p[i]);
+  }
+  m = warp_max(m);
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < EPL; ++i) s += lane + 32 * i < E ? expf(p[i] - m) : 0.0f;
+  const float inv = 1.0f / warp_sum(s);
+#pragma unroll
+  for (int i = 0; i < EPL; ++i) p[i] = lane + 32 * i < E ? expf(p[i] - m) * inv : -INFINITY;  // as ops::softmax
+  float picked_sum = 0.0f, my_w = 0.0f;
+  int my_e = 0;
+  for (int j = 0; j < k; ++j) {
+    float bv = -INFINITY;
+    int bi = 0x7fffffff;
+#pragma unroll
+    for (int i = 0; i < EPL; ++i) {
+      const int e = lane + 32 * i;
+      if (e < E && (p[i] > bv || bi == 0x7fffffff)) bv = p[i], bi = e;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+    }
+    if (lane == j) my_w = bv, my_e = bi;
+    picked_sum += bv;
+#pragma unroll
+    for (int i = 0; i < EPL; ++i) {
+      if (lane + 32 * i == bi) p[i] = -INFINITY;
+    }
+  }
+  if (lane < k) {
+    weights[t * k + lane] = renormalize ? my_w / picked_sum : my_w;
+    experts[t * k + lane] = my_e;
+  }
+}
+
 }  // namespace tern::cuda::kernels
