@@ -19,37 +19,36 @@ __device__ __forceinline__ void load8_f32(const float* p, float* f) {
   f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
 }
 
-// This lane's shares of N dots w[r][0:K] . x[r][0:K] (bf16 w, K % 8 == 0, 16-byte aligned rows) into
-// acc[r]; warp_sum gives each dot. Up to four 16-byte loads per row in flight per lane, the N rows'
-// loads issued together (short rows, e.g. an expert's 768-wide down rows, are one round of loads).
-template <int N, typename X>
-__device__ __forceinline__ void lane_dots(const __nv_bfloat16* const (&w)[N], const X* const (&x)[N], int64_t K,
-                                          int lane, float (&acc)[N]) {
+// This lane's share of w[0:K] . x[0:K] (bf16 w, K % 8 == 0, 16-byte aligned rows); warp_sum gives the dot.
+// Four 16-byte weight loads in flight per lane, as in gemv_bf16_kernel.
+template <typename X>
+__device__ __forceinline__ float lane_dot(const __nv_bfloat16* __restrict__ w, const X* __restrict__ x, int64_t K,
+                                          int lane) {
+  const uint4* wr = reinterpret_cast<const uint4*>(w);
   const int64_t chunks = K / 8;
+  float acc = 0.0f;
+  int64_t c = lane;
+  for (; c + 96 < chunks; c += 128) {
+    uint4 wv[4];
 #pragma unroll
-  for (int r = 0; r < N; ++r) acc[r] = 0.0f;
-  for (int64_t c = lane; c < chunks; c += 128) {
-    uint4 wv[N][4];
+    for (int u = 0; u < 4; ++u) wv[u] = __ldg(wr + c + 32 * u);
 #pragma unroll
-    for (int r = 0; r < N; ++r) {
+    for (int u = 0; u < 4; ++u) {
+      float wf[8], xf[8];
+      bf16x8_to_f32(wv[u], wf);
+      load8_f32(x + (c + 32 * u) * 8, xf);
 #pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        if (c + 32 * u < chunks) wv[r][u] = __ldg(reinterpret_cast<const uint4*>(w[r]) + c + 32 * u);
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < N; ++r) {
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        if (c + 32 * u >= chunks) continue;
-        float wf[8], xf[8];
-        bf16x8_to_f32(wv[r][u], wf);
-        load8_f32(x[r] + (c + 32 * u) * 8, xf);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) acc[r] += wf[i] * xf[i];
-      }
+      for (int i = 0; i < 8; ++i) acc += wf[i] * xf[i];
     }
   }
+  for (; c < chunks; c += 32) {
+    float wf[8], xf[8];
+    bf16x8_to_f32(__ldg(wr + c), wf);
+    load8_f32(x + c * 8, xf);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc += wf[i] * xf[i];
+  }
+  return acc;
 }
 
 // h[p, i] = act(gate_e[i] . x[p / k]) * (up_e[i] . x[p / k]) with e = experts[p]; grid (ceil(I / kMoeWarps),
@@ -71,9 +70,8 @@ __global__ void __launch_bounds__(kMoeWarps * 32)
   }
   const __nv_bfloat16* xr = x + (p / k) * H;
   const __nv_bfloat16* gate = gate_up + (e * 2 * I + i) * H;
-  float acc[2];
-  lane_dots<2>({gate, gate + I * H}, {xr, xr}, H, lane, acc);
-  const float g = warp_sum(acc[0]), u = warp_sum(acc[1]);
+  const float g = warp_sum(lane_dot(gate, xr, H, lane));
+  const float u = warp_sum(lane_dot(gate + I * H, xr, H, lane));
   if (lane == 0) {
     const float a = kGeglu ? gelu_tanh_f(g) : g / (1.0f + expf(-g));
     h[p * I + i] = a * u;
@@ -91,17 +89,11 @@ __global__ void __launch_bounds__(kMoeWarps * 32)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * kMoeWarps + warp, t = blockIdx.y;
   if (n >= H) return;
-  // two slots at a time, their loads in flight together; a skipped slot reads expert 0 with weight 0
   float acc = 0.0f;
-  for (int64_t j = 0; j < k; j += 2) {
-    const int64_t p0 = t * k + j, p1 = j + 1 < k ? p0 + 1 : p0;
-    const int64_t e0 = experts[p0], e1 = experts[p1];
-    const bool ok0 = e0 >= 0 && e0 < E, ok1 = j + 1 < k && e1 >= 0 && e1 < E;
-    float d[2];
-    lane_dots<2>({down + ((ok0 ? e0 : 0) * H + n) * I, down + ((ok1 ? e1 : 0) * H + n) * I}, {h + p0 * I, h + p1 * I},
-                 I, lane, d);
-    if (ok0) acc += weights[p0] * d[0];
-    if (ok1) acc += weights[p1] * d[1];
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t p = t * k + j, e = experts[p];
+    if (e < 0 || e >= E) continue;
+    acc += weights[p] * lane_dot(down + (e * H + n) * I, h + p * I, I, lane);
   }
   acc = warp_sum(acc);
   if (lane == 0) out[t * H + n] = acc;
