@@ -15,6 +15,7 @@
 # Qwen3-8B checkpoint. TERN_GPU_TEST_FILTER narrows the CUDA tests (a gtest filter). TERN_GPU_SKIP_OPS=1 skips the op tests and benchmark; TERN_GPU_SKIP_PEER=1 the checkpoint and HF part. With TERN_GPU_TOKENIZER=1 (and the CLI) `run`
 # also runs bench/tokenizer.sh beside HF tokenizers (carry bench/data and tests/data/tokenizers/npm).
 # TERN_GPU_NCU / TERN_GPU_SASS: a kernel's Nsight Compute profile / SASS (see profile_stage, sass_stage).
+# TERN_GPU_STEP="0.6b 8b" (with the CLI): one decode step's kernels and their GPU time (see step_stage).
 # Any subset of the three binaries may travel: the stages whose binary is missing say so and are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -130,6 +131,23 @@ print(sum(1 for l in keep if "Function :" in l), "functions,", sum(ops.values())
 print(" ".join(f"{k} {v}" for k, v in ops.most_common(25)))' "$out/sass.txt" "$TERN_GPU_SASS"
 }
 
+# TERN_GPU_STEP="0.6b 8b" (with the CLI): the kernels of one eager decode step of a random Qwen3
+# checkpoint of each size and their GPU time (Nsight Compute per-kernel durations, bench/step_kernels.py).
+step_stage() {
+  local out=$1 ncu size layers
+  ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
+  if [[ -z $ncu ]]; then echo "no ncu on this machine"; return 0; fi
+  for size in $TERN_GPU_STEP; do
+    python3 bench/qwen3_random.py "$size" "/tmp/tern-step-$size" >/dev/null
+    layers=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "/tmp/tern-step-$size/config.json")
+    timeout 300 "$ncu" --csv --print-units base --clock-control none --metrics gpu__time_duration.sum \
+      "$dist/tern" bench "/tmp/tern-step-$size" --device cuda --cuda-graphs off --prompt-tokens 16 --gen-tokens 2 \
+      --repeats 1 --warmup 0 >"$out/step_$size.csv" 2>"$out/step_$size.err"
+    echo "decode step, Qwen3-$size dimensions:"
+    python3 bench/step_kernels.py "$out/step_$size.csv" "$layers" | tee "$out/step_$size.md"
+  done
+}
+
 run() {
   local out=${TERN_GPU_LOGS:-/tmp/tern-gpu-out}
   mkdir -p "$out"
@@ -171,6 +189,9 @@ run() {
   fi
   if [[ -n ${TERN_GPU_NCU:-} && -s $dist/tern_cuda_bench ]]; then
     profile_stage "$out" 2>&1 | tee "$out/ncu_summary.log"
+  fi
+  if [[ -n ${TERN_GPU_STEP:-} && -x $dist/tern ]]; then
+    step_stage "$out" 2>&1 | tee "$out/step_summary.log"
   fi
   if [[ -n ${TERN_GPU_SASS:-} ]]; then
     sass_stage "$out" 2>&1 | tee -a "$out/sass_summary.log"
