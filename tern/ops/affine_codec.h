@@ -15,6 +15,7 @@ struct AffineRowCodec {
   static int64_t row_bytes(int bits, int64_t group, int64_t dim);
   int64_t row_bytes() const { return row_bytes(bits, group, dim); }
   void encode(const float* x, uint8_t* out) const;
+  // x[i] = fma(code_i, scale, bias) in f32 (the same bits with and without the AVX2 path).
   void decode(const uint8_t* in, float* x) const;
 };
 
