@@ -193,6 +193,13 @@ void QuantizedKVCache::grow_device(int64_t need, const Device& device) {
   }
 }
 
+Tensor QuantizedKVCache::host_rows(bool keys, int64_t n) const {
+  const int64_t rb = keys ? key_row_bytes_ : value_row_bytes_;
+  Tensor rows = Tensor::empty({n, batch_, heads_, rb}, Dtype::u8);
+  if (n > 0) std::memcpy(rows.data<uint8_t>(), (keys ? keys_ : values_).data(), static_cast<size_t>(rows.numel()));
+  return rows;
+}
+
 void QuantizedKVCache::store_on_device(const Tensor& k, const Tensor& v) {
   const int64_t n = k.size(2), need = offset_ + n;
   grow_device(need, k.device());
@@ -240,6 +247,13 @@ std::unique_ptr<AttentionRead> QuantizedKVCache::append(const Tensor& k_in, cons
   Tensor k = as_f32(k_in), v = as_f32(v_in);
   const int64_t start = offset_, n = k.size(2);
   ensure_configured(k, v);
+  const ops::KVRowCodec kc = key_codec(), vc = value_codec();
+  if (phase == AppendPhase::decode && fused_decode_supported(kc, vc)) {
+    // The packed prefix is read block by block by the fused decode attention, never decoded whole.
+    Tensor k_rows = host_rows(true, start), v_rows = host_rows(false, start);
+    store(k, v);
+    return std::make_unique<FusedDecodeRead>(std::move(k_rows), std::move(v_rows), kc, vc, k, v);
+  }
   Tensor kr = decode_prefix(true, true, n), vr = decode_prefix(false, true, n);
   kr.slice(2, start, start + n).copy_from(k);
   Tensor vnew = vr.slice(2, start, start + n);
@@ -324,12 +338,8 @@ std::unique_ptr<AttentionRead> QuantizedKVCache::append_step(const Tensor& k, co
         encode_value(vf.data<float>() + row * value_dim_, values_.data() + dst * value_row_bytes_);
       }
     }
-    for (bool keys : {true, false}) {
-      const int64_t rb = keys ? key_row_bytes_ : value_row_bytes_;
-      Tensor rows = Tensor::empty({st.span, batch_, heads_, rb}, Dtype::u8);
-      std::memcpy(rows.data<uint8_t>(), (keys ? keys_ : values_).data(), static_cast<size_t>(rows.numel()));
-      (keys ? k_rows : v_rows) = rows;
-    }
+    k_rows = host_rows(true, st.span);
+    v_rows = host_rows(false, st.span);
   }
   // The stored positions row b reads are those before its own: positions[b] of them.
   return std::make_unique<FusedDecodeRead>(k_rows, v_rows, kc, vc, k, v, st.positions);
