@@ -6,15 +6,28 @@
 
 namespace tern::cuda::kernels {
 
+// This block's row of each operand (delta and sum nullptr when there is no residual add).
+template <typename T>
+struct NormRow {
+  const T* x;
+  const T* delta;
+  T* sum;
+  T* out;
+  __device__ __forceinline__ NormRow(const T* x0, const Layout& rows, const T* delta0, T* sum0, T* out0, int64_t d)
+      : x(x0 + offset_of(rows, blockIdx.x)),
+        delta(delta0 ? delta0 + blockIdx.x * d : nullptr),
+        sum(sum0 ? sum0 + blockIdx.x * d : nullptr),
+        out(out0 + blockIdx.x * d) {}
+};
+
 template <typename T, typename W>
 __global__ void rms_norm_kernel(const T* __restrict__ x, Layout rows, const T* __restrict__ delta,
                                 T* __restrict__ sum, const W* __restrict__ w, T* __restrict__ out, int64_t d,
                                 float eps) {
   grid_dependency_wait();
-  const T* xr = x + offset_of(rows, blockIdx.x);
-  const T* dr = delta ? delta + blockIdx.x * d : nullptr;
-  T* sr = sum ? sum + blockIdx.x * d : nullptr;
-  T* yr = out + blockIdx.x * d;
+  const NormRow<T> r(x, rows, delta, sum, out, d);
+  const T *xr = r.x, *dr = r.delta;
+  T *sr = r.sum, *yr = r.out;
   float ss = 0.0f;
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
     float v = to_f32(xr[i]);
@@ -44,10 +57,9 @@ __global__ void rms_norm_regs_kernel(const T* __restrict__ x, Layout rows, const
                                      T* __restrict__ sum, const W* __restrict__ w, T* __restrict__ out, int64_t d,
                                      float eps) {
   grid_dependency_wait();
-  const T* xr = x + offset_of(rows, blockIdx.x);
-  const T* dr = delta ? delta + blockIdx.x * d : nullptr;
-  T* sr = sum ? sum + blockIdx.x * d : nullptr;
-  T* yr = out + blockIdx.x * d;
+  const NormRow<T> r(x, rows, delta, sum, out, d);
+  const T *xr = r.x, *dr = r.delta;
+  T *sr = r.sum, *yr = r.out;
   float v[kNormValuesPerThread], wv[kNormValuesPerThread];
   float ss = 0.0f;
 #pragma unroll
