@@ -5,10 +5,7 @@
 
 namespace tern::ops {
 
-namespace {
-
-// The checks of rms_norm; returns its (empty) output.
-Tensor rms_norm_checked_empty(const Tensor& x, const Tensor& weight, float eps) {
+void check_rms_norm_args(const Tensor& x, const Tensor& weight, float eps) {
   TERN_CHECK(x.defined(), "[rms_norm] expected a defined input, got an undefined one");
   TERN_CHECK(is_floating(x.dtype()), "[rms_norm] expected a float dtype (f32, bf16, f16), got {}",
              dtype_name(x.dtype()));
@@ -23,6 +20,13 @@ Tensor rms_norm_checked_empty(const Tensor& x, const Tensor& weight, float eps) 
     TERN_CHECK(weight.device() == x.device(), "[rms_norm] expected weight on {}, got {}", x.device().str(),
                weight.device().str());
   }
+}
+
+namespace {
+
+// The checks of rms_norm; returns its (empty) output.
+Tensor rms_norm_checked_empty(const Tensor& x, const Tensor& weight, float eps) {
+  check_rms_norm_args(x, weight, eps);
   return Tensor::empty(x.shape(), x.dtype(), x.device());
 }
 

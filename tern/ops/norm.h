@@ -7,6 +7,8 @@ namespace tern::ops {
 // y = x / sqrt(mean(x^2, -1) + eps) * weight; weight [D] or undefined for the scale-free norm.
 // [.., D] -> [.., D] in x's dtype.
 Tensor rms_norm(const Tensor& x, const Tensor& weight, float eps);
+// The argument checks of rms_norm (its "[rms_norm] expected ..." errors), for ops that fuse it.
+void check_rms_norm_args(const Tensor& x, const Tensor& weight, float eps);
 
 // The residual step of pre-norm blocks in one pass: sum = x + delta (rounded to x's dtype), normed =
 // rms_norm(sum, weight, eps) -- the same numbers as ops::add then ops::rms_norm. x and delta share shape,

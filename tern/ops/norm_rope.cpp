@@ -15,13 +15,8 @@ NormRoped norm_rope(const Tensor& q, const Tensor& k, const Tensor& wq, const Te
   if (q.device().is_cpu() || q.size(3) > 256)
     return {rope(rms_norm(q, wq, eps), positions, table), rope(rms_norm(k, wk, eps), positions, table)};
   // The CUDA kernel: the same checks as the two ops it fuses.
-  const int64_t d = q.size(3);
-  for (const Tensor* w : {&wq, &wk}) {
-    TERN_CHECK(!w->defined() || (w->shape() == Shape{d} && is_floating(w->dtype()) && w->device() == q.device()),
-               "[norm_rope] expected norm weights [{}] of a float dtype on {}, got {}", d, q.device().str(),
-               w->defined() ? shape_str(w->shape()) : std::string("undefined"));
-  }
-  TERN_CHECK(eps >= 0.0f, "[norm_rope] expected eps >= 0, got {}", eps);
+  check_rms_norm_args(q, wq, eps);
+  check_rms_norm_args(k, wk, eps);
   check_rope_args(q, positions, table);
   Tensor oq = Tensor::empty(q.shape(), q.dtype(), q.device()), ok = Tensor::empty(k.shape(), k.dtype(), k.device());
   if (oq.numel() + ok.numel() == 0) return {oq, ok};
