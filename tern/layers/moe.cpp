@@ -20,19 +20,11 @@ RouterChoice route_top_k(const Tensor& logits, int64_t k, bool renormalize) {
   TERN_CHECK(k >= 1 && k <= logits.size(1), "[moe] expected top-k in [1, {}], got {}", logits.size(1), k);
   Tensor lf = logits.dtype() == Dtype::f32 ? logits : ops::cast(logits, Dtype::f32);
   RouterTape* tape = RouterTape::active();
-  if (!tape) {  // one op (one kernel on CUDA)
-    ops::MoeRoute r = ops::moe_route(lf, k, renormalize);
-    return {r.weights, r.experts};
-  }
-  Tensor probs = ops::softmax(lf, -1);
   RouterChoice forced;
-  if (tape && tape->take(probs, k, renormalize, forced)) return forced;
-  ops::TopK top = ops::topk(probs, k, -1);
-  Tensor w = top.values;
-  if (renormalize) w = ops::div(w, ops::sum(w, -1, true));
-  RouterChoice c{w.contiguous(), top.indices.contiguous()};
-  if (tape) tape->put(c.experts);
-  return c;
+  if (tape && tape->take(ops::softmax(lf, -1), k, renormalize, forced)) return forced;
+  ops::MoeRoute r = ops::moe_route(lf, k, renormalize);  // one kernel on CUDA
+  if (tape) tape->put(r.experts);
+  return {r.weights, r.experts};
 }
 
 StackedExperts StackedExperts::load(const WeightLoader& w, int64_t n_expert, int64_t hidden, int64_t inter) {
