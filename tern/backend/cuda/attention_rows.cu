@@ -37,13 +37,11 @@ void launch_sdpa_rows(Dtype dt, const SdpaParams& p, int n_splits, float* worksp
     } else {
       launch_kernel(kernels::attention_rows_kernel<T, 8>, grid, kernels::kRowsWarps * 32, 0, s, a);
     }
-    TERN_CUDA_CHECK_LAUNCH();
     if (n_splits > 1) {
       launch_kernel(kernels::attention_combine_kernel<T>, static_cast<unsigned>(rows), 128, 0, s, workspace,
                     static_cast<T*>(p.out), rows, p.Dv, n_splits);
     }
   });
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace tern::cuda

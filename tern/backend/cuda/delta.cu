@@ -14,7 +14,6 @@ void launch_l2norm(Dtype dt, const void* x, void* out, int64_t rows, int64_t d, 
     launch_kernel(kernels::l2norm_kernel<T>, static_cast<unsigned>(rows), threads, 0, s, static_cast<const T*>(x),
                   static_cast<T*>(out), d, eps);
   });
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 void launch_causal_conv1d(const float* x, const float* w, float* history, float* out, int64_t B, int64_t L,
@@ -22,10 +21,8 @@ void launch_causal_conv1d(const float* x, const float* w, float* history, float*
   constexpr int threads = 256;
   launch_kernel(kernels::causal_conv1d_kernel, grid_for(B * L * C, threads), threads, 0, s, x, w, history, out, B, L, C,
                 K);
-  TERN_CUDA_CHECK_LAUNCH();
   if (K > 1) {
     launch_kernel(kernels::conv_history_kernel, grid_for(B * C, threads), threads, 0, s, x, history, B, L, C, K);
-    TERN_CUDA_CHECK_LAUNCH();
   }
 }
 
@@ -36,7 +33,6 @@ void launch_delta_recurrent(const float* q, const float* k, const float* v, cons
   const dim3 grid(static_cast<unsigned>((Dv + cols - 1) / cols), static_cast<unsigned>(Hv), static_cast<unsigned>(B));
   const size_t smem = static_cast<size_t>(Dk * cols + 2 * Dk) * sizeof(float);
   launch_kernel(kernels::delta_recurrent_kernel, grid, cols, smem, s, q, k, v, g, beta, state, out, L, Hk, Dk, Hv, Dv);
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 void launch_delta_chunked(const float* q, const float* k, const float* v, const float* g, const float* beta,
@@ -53,7 +49,6 @@ void launch_delta_chunked(const float* q, const float* k, const float* v, const 
   const dim3 grid(static_cast<unsigned>((Dv + cols - 1) / cols), static_cast<unsigned>(Hv), static_cast<unsigned>(B));
   launch_kernel(kernels::delta_chunked_kernel, grid, kernels::kChunkThreads, kernels::delta_chunked_smem(chunk, Dk), s,
                 q, k, v, g, beta, state, out, L, Hk, Dk, Hv, Dv, chunk);
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace tern::cuda

@@ -36,7 +36,6 @@ void launch_strided_copy(const void* src, const Layout& ls, void* dst, const Lay
                     static_cast<uint64_t*>(dst), ld, n);
       break;
   }
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 void launch_binary(Dtype dt, int op, const void* a, const Layout& la, const void* b, const Layout& lb, void* out,
@@ -52,7 +51,6 @@ void launch_binary(Dtype dt, int op, const void* a, const Layout& la, const void
                     static_cast<const T*>(b), lb, static_cast<T*>(out), n);
     }
   });
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 void launch_unary(Dtype dt, int op, const void* x, const Layout& lx, void* out, int64_t n, float p0, float p1,
@@ -67,7 +65,6 @@ void launch_unary(Dtype dt, int op, const void* x, const Layout& lx, void* out, 
                     static_cast<const T*>(x), lx, static_cast<T*>(out), n, p0, p1);
     }
   });
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 void launch_gated(Dtype dt, int act, const void* gate, const Layout& lg, const void* up, const Layout& lu, void* out,
@@ -82,7 +79,6 @@ void launch_gated(Dtype dt, int act, const void* gate, const Layout& lg, const v
                     static_cast<const T*>(gate), lg, static_cast<const T*>(up), lu, static_cast<T*>(out), n);
     }
   });
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 void launch_cast(Dtype src_dt, const void* x, const Layout& lx, Dtype dst_dt, void* out, int64_t n, cudaStream_t s) {
@@ -99,7 +95,6 @@ void launch_cast(Dtype src_dt, const void* x, const Layout& lx, Dtype dst_dt, vo
       }
     });
   });
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 void launch_add_bias(Dtype out_dt, void* out, Dtype bias_dt, const void* bias, int64_t rows, int64_t cols,
@@ -112,7 +107,6 @@ void launch_add_bias(Dtype out_dt, void* out, Dtype bias_dt, const void* bias, i
                     static_cast<T*>(out), static_cast<const B*>(bias), rows, cols);
     });
   });
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace tern::cuda

@@ -37,7 +37,6 @@ void run_flash_typed(const SdpaParams& p, cudaStream_t s) {
   dim3 grid(static_cast<unsigned>((p.Lq + kernels::kFlashM - 1) / kernels::kFlashM), static_cast<unsigned>(p.Hq),
             static_cast<unsigned>(p.B));
   launch_kernel(kernels::attention_flash_kernel<T, HD, BN>, grid, kernels::kFlashWarps * 32, smem, s, a);
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 template <int HD, int BN>
@@ -78,12 +77,10 @@ void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, cudaS
   a.n_splits = n_splits;
   dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
   launch_kernel(kernels::attention_decode_kernel<T, HD, BN, STAGES>, grid, kernels::kFlashWarps * 32, smem, s, a);
-  TERN_CUDA_CHECK_LAUNCH();
   if (n_splits > 1) {
     const int64_t rows = p.B * p.Hq * p.Lq;
     launch_kernel(kernels::attention_combine_kernel<T>, static_cast<unsigned>(rows), 128, 0, s, workspace,
                   static_cast<T*>(p.out), rows, HD, n_splits);
-    TERN_CUDA_CHECK_LAUNCH();
   }
 }
 

@@ -23,7 +23,6 @@ void launch_embedding(Dtype table_dt, const void* table, int64_t V, int64_t D, D
       });
     });
   });
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 void launch_write_positions(size_t elem, int count, const kernels::PositionWrites& w, int64_t B,
@@ -40,7 +39,6 @@ void launch_write_positions(size_t elem, int count, const kernels::PositionWrite
     case 4: go(uint32_t{}); break;
     default: go(uint64_t{}); break;
   }
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 void launch_scatter_rows(Dtype dt, void* table, int64_t V, int64_t D, Dtype id_dt, const void* ids, int64_t n_ids,
@@ -54,7 +52,6 @@ void launch_scatter_rows(Dtype dt, void* table, int64_t V, int64_t D, Dtype id_d
                     static_cast<T*>(table), V, D, static_cast<const I*>(ids), static_cast<const T*>(rows));
     });
   });
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace tern::cuda

@@ -16,7 +16,6 @@ void launch_kv_encode(Dtype dt, const void* x, int64_t B, int64_t H, int64_t L, 
     launch_kernel(kernels::kv_encode_kernel<T>, static_cast<unsigned>(L * B * H), 128, 0, s, static_cast<const T*>(x),
                   B, H, xs[0], xs[1], xs[2], rows, c, t);
   });
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 void launch_kv_decode(Dtype dt, const uint8_t* rows, int64_t S, int64_t B, int64_t H, void* out, const KVCodecArgs& c,
@@ -26,7 +25,6 @@ void launch_kv_decode(Dtype dt, const uint8_t* rows, int64_t S, int64_t B, int64
     launch_kernel(kernels::kv_decode_kernel<T>, static_cast<unsigned>(S * B * H), 128, 0, s, rows, S, B, H,
                   static_cast<T*>(out), c, t, unrotate);
   });
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 int kv_attention_heads_per_block(int64_t D) {
@@ -49,11 +47,9 @@ void launch_attention(const KVAttnLaunch& p, const TurboTables& t, int n_splits,
   const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv * a.n_head_chunks),
                   static_cast<unsigned>(p.B));
   launch_kernel(kernels::kv_decode_attention_kernel<T, EPL>, grid, kernels::kKVAttnWarps * 32, 0, s, a, t);
-  TERN_CUDA_CHECK_LAUNCH();
   const int64_t rows = p.B * p.Hq;
   launch_kernel(kernels::kv_attention_combine_kernel<T>, static_cast<unsigned>(rows), 128, 0, s, workspace, n_splits,
                 rows, 32 * EPL, p.vc.kind == 2, t, static_cast<T*>(p.out));
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace

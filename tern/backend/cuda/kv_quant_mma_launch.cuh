@@ -53,11 +53,9 @@ void run_kv_mma_codecs(const KVAttnLaunch& p, const TurboTables& t, int n_splits
   launch_kernel(kernel, grid, kernels::kFlashWarps * 32, kv_mma_smem<HD, KC, VC>(p), s, a, t, k_stage, v_stage,
                 kv_copy_width(p.k_rows, p.kc.row_bytes), kv_copy_width(p.v_rows, p.vc.row_bytes), log2_of(p.kc.group),
                 log2_of(p.vc.group));
-  TERN_CUDA_CHECK_LAUNCH();
   const int64_t rows = p.B * p.Hq;
   launch_kernel(kernels::kv_attention_combine_kernel<T>, static_cast<unsigned>(rows), 128, 0, s, workspace, n_splits,
                 rows, HD, p.vc.kind == 2, t, static_cast<T*>(p.out));
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 // Calls f.template operator()<KC, VC>() for the codec pair of p: the pairs the caches store

@@ -1,6 +1,6 @@
 // Launchers: the host-callable functions the .cu files define around their kernels. Raw device
 // pointers, sizes, dtypes and the engine stream only; the family .cpp files validate Tensors and
-// call these. Every launcher checks the launch (TERN_CUDA_CHECK_LAUNCH).
+// call these. Every launch is checked where it is made (launch_kernel.cuh).
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -28,12 +28,10 @@ bool launch_moe_decode(const void* x, const int32_t* experts, const float* weigh
     launch_kernel(kernels::moe_gate_up_kernel<false>, up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu, E, H,
                   I, h);
   }
-  TERN_CUDA_CHECK_LAUNCH();
   const dim3 down_grid(static_cast<unsigned>((H + kernels::kMoeWarps - 1) / kernels::kMoeWarps),
                        static_cast<unsigned>(T));
   launch_kernel(kernels::moe_down_kernel, down_grid, kernels::kMoeWarps * 32, 0, s, h, experts, weights, k,
                 static_cast<const __nv_bfloat16*>(down), E, H, I, out);
-  TERN_CUDA_CHECK_LAUNCH();
   return true;
 }
 
@@ -42,18 +40,14 @@ void launch_moe_sort(const int32_t* experts, int64_t P, int64_t k, int64_t E, in
   constexpr int kThreads = 256;
   TERN_CUDA_CHECK(cudaMemsetAsync(counts, 0, static_cast<size_t>(E) * sizeof(int32_t), s));
   launch_kernel(kernels::moe_count_kernel, grid_for(P, kThreads), kThreads, 0, s, experts, P, E, counts);
-  TERN_CUDA_CHECK_LAUNCH();
   launch_kernel(kernels::moe_offsets_kernel, 1, 1, 0, s, counts, E, offsets, cursor);
-  TERN_CUDA_CHECK_LAUNCH();
   launch_kernel(kernels::moe_place_kernel, grid_for(P, kThreads), kThreads, 0, s, experts, P, k, E, cursor, rows, pos);
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 void launch_moe_combine(const float* y, const int32_t* pos, const float* weights, int64_t T, int64_t k, int64_t H,
                         float* out, cudaStream_t s) {
   constexpr int kThreads = 256;
   launch_kernel(kernels::moe_combine_kernel, grid_for(T * H, kThreads), kThreads, 0, s, y, pos, weights, T, k, H, out);
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 void launch_moe_route(const float* logits, int64_t T, int64_t E, int64_t k, bool renormalize, float* weights,
@@ -75,7 +69,6 @@ void launch_moe_route(const float* logits, int64_t T, int64_t E, int64_t k, bool
     go(kernels::moe_route_kernel<16>);
   else
     go(kernels::moe_route_kernel<32>);
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace tern::cuda

@@ -28,7 +28,6 @@ void launch_rms_norm(Dtype xt, const void* x, const Layout& rows_layout, const v
                     d, eps);
     });
   });
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace tern::cuda

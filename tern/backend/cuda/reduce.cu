@@ -22,7 +22,6 @@ void launch_softmax(Dtype dt, const void* x, void* out, int64_t outer, int64_t n
                     static_cast<const T*>(x), static_cast<T*>(out), outer, n, inner, log);
     }
   });
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 void launch_reduce(Dtype dt, int op, const void* x, void* out, int64_t outer, int64_t n, int64_t inner,
@@ -37,7 +36,6 @@ void launch_reduce(Dtype dt, int op, const void* x, void* out, int64_t outer, in
                     static_cast<const T*>(x), static_cast<T*>(out), outer, n, inner, op);
     }
   });
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 namespace {
@@ -64,14 +62,12 @@ void launch_argmax(Dtype dt, const void* x, int32_t* out, int64_t outer, int64_t
       auto* best_v = reinterpret_cast<float*>(best_i + outer * chunks);
       launch_kernel(kernels::argmax_partial_kernel<T>, dim3(static_cast<unsigned>(outer), chunks), 256, 0, s,
                     static_cast<const T*>(x), n, chunks, best_v, best_i);
-      TERN_CUDA_CHECK_LAUNCH();
       launch_kernel(kernels::argmax_final_kernel, static_cast<unsigned>(outer), 32, 0, s, best_v, best_i, chunks, out);
       return;
     }
     launch_kernel(kernels::argmax_kernel<T>, static_cast<unsigned>(outer * inner), row_threads(n), 0, s,
                   static_cast<const T*>(x), out, n, inner);
   });
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 void launch_topk(Dtype dt, const void* x, void* values, int32_t* indices, int64_t outer, int64_t n, int64_t inner,
@@ -81,7 +77,6 @@ void launch_topk(Dtype dt, const void* x, void* values, int32_t* indices, int64_
     launch_kernel(kernels::topk_kernel<T>, static_cast<unsigned>(outer * inner), row_threads(n), 0, s,
                   static_cast<const T*>(x), static_cast<T*>(values), indices, n, inner, k);
   });
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace tern::cuda

@@ -20,7 +20,6 @@ void launch_rope(Dtype dt, const void* x, void* out, int64_t B, int64_t H, int64
                     static_cast<T*>(out), H, L, D, static_cast<const P*>(pos), per_batch, inv_freq, rot, attn_scale);
     });
   });
-  TERN_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace tern::cuda

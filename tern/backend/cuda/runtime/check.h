@@ -1,4 +1,4 @@
-// TERN_CUDA_CHECK: wraps every CUDA runtime call (and the last error after each launch), throwing
+// TERN_CUDA_CHECK: wraps every CUDA runtime call (launch_kernel checks each launch with it), throwing
 // tern::Error with the call and the CUDA message. Usable from .cu files (no fmt, no tern headers).
 #pragma once
 #include <cuda_runtime_api.h>
@@ -20,5 +20,3 @@ namespace tern::cuda {
     }                                                                              \
   } while (0)
 
-// After a kernel launch: reports a bad launch configuration at the launch site.
-#define TERN_CUDA_CHECK_LAUNCH() TERN_CUDA_CHECK(cudaGetLastError())
