@@ -1,7 +1,10 @@
 // CUDA op benchmarks: device copy bandwidth (the memory ceiling), cuBLASLt GEMM rate, the engine's hot
 // ops at Qwen3-8B / 0.6B shapes and the routed experts at Qwen3-30B-A3B shapes, each as median time,
 // achieved rate and % of ceiling.
-// usage: tern_cuda_bench [--quick | --kv]   (--kv: the copy ceiling and the quantized-KV decode attention only)
+// usage: tern_cuda_bench [--quick | --kv | --gemv]
+//   --kv: the copy ceiling and the quantized-KV decode attention only
+//   --gemv: the copy ceiling and a batch-1 layer's four decode products in sequence, over enough layers'
+//           weights that none stays in L2 (the decode step's regime), at Qwen3-8B and 0.6B shapes
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -18,6 +21,7 @@
 #include "tern/ops/attention.h"
 #include "tern/ops/device.h"
 #include "tern/ops/elementwise.h"
+#include "tern/ops/gated_linear.h"
 #include "tern/ops/kv_quant.h"
 #include "tern/ops/matmul.h"
 #include "tern/ops/moe.h"
@@ -79,6 +83,7 @@ void row(const char* name, double sec, double bytes, double flops) {
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && !std::strcmp(argv[1], "--quick");
   const bool kv_only = argc > 1 && !std::strcmp(argv[1], "--kv");
+  const bool gemv_only = argc > 1 && !std::strcmp(argv[1], "--gemv");
   if (!cuda_available()) {
     std::printf("no CUDA device: %s\n", cuda_status().c_str());
     return 0;
@@ -95,6 +100,52 @@ int main(int argc, char** argv) {
     });
     g_copy_bw = 2.0 * n / t;
     std::printf("%-44s %10.1f us  %7.0f GB/s (ceiling)\n", "copy 2 GiB d2d", t * 1e6, g_copy_bw / 1e9);
+  }
+  if (gemv_only) {
+    struct Shape4 {
+      const char* name;
+      int64_t hidden, qkv, attn, inter, layers;
+    };
+    for (const Shape4& d : {Shape4{"8b", 4096, 6144, 4096, 12288, 4}, Shape4{"0.6b", 1024, 4096, 2048, 3072, 8}}) {
+      std::vector<Tensor> qkv, o, up, down;
+      for (int64_t l = 0; l < d.layers; ++l) {
+        const auto seed = static_cast<uint32_t>(100 + 4 * l);
+        qkv.push_back(randn_gpu({d.qkv, d.hidden}, Dtype::bf16, seed));
+        o.push_back(randn_gpu({d.hidden, d.attn}, Dtype::bf16, seed + 1));
+        up.push_back(randn_gpu({2 * d.inter, d.hidden}, Dtype::bf16, seed + 2));
+        down.push_back(randn_gpu({d.hidden, d.inter}, Dtype::bf16, seed + 3));
+      }
+      Tensor x = randn_gpu({1, d.hidden}, Dtype::bf16, 1), a = randn_gpu({1, d.attn}, Dtype::bf16, 2);
+      Tensor h = randn_gpu({1, d.inter}, Dtype::bf16, 3);
+      const double layer_bytes = 2.0 * (d.qkv * d.hidden + d.hidden * d.attn + 3 * d.inter * d.hidden);
+      char name[128];
+      std::snprintf(name, sizeof name, "%s layer products (qkv, o, gate/up, down)", d.name);
+      const double t = time_it([&] {
+        for (int64_t l = 0; l < d.layers; ++l) {
+          ops::linear(x, qkv[l]);
+          ops::linear(a, o[l]);
+          ops::gated_linear(x, up[l], ops::UnaryOp::silu);
+          ops::linear(h, down[l]);
+        }
+      });
+      row(name, t / d.layers, layer_bytes, 0);
+      auto one = [&](const char* what, const std::function<void(int64_t)>& f, double bytes) {
+        std::snprintf(name, sizeof name, "%s %s alone", d.name, what);
+        row(name, time_it([&] {
+                    for (int64_t l = 0; l < d.layers; ++l) f(l);
+                  }) / d.layers,
+            bytes, 0);
+      };
+      one(
+          "qkv", [&](int64_t l) { ops::linear(x, qkv[l]); }, qkv[0].nbytes());
+      one(
+          "o_proj", [&](int64_t l) { ops::linear(a, o[l]); }, o[0].nbytes());
+      one(
+          "gate/up", [&](int64_t l) { ops::gated_linear(x, up[l], ops::UnaryOp::silu); }, up[0].nbytes());
+      one(
+          "down", [&](int64_t l) { ops::linear(h, down[l]); }, down[0].nbytes());
+    }
+    return 0;
   }
   if (!kv_only) {  // GEMM ceiling: bf16 8192^3
     const int64_t n = 8192;

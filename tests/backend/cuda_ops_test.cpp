@@ -245,21 +245,25 @@ TEST_F(CudaOps, NormRopeMatchesNormThenRope) {
 // The gated MLP's first half on the GPU (one kernel for decode-sized bf16 rows, linear then the gated op
 // otherwise) against the CPU's linear, split and swiglu / geglu.
 TEST_F(CudaOps, GatedLinearMatchesLinearThenGate) {
-  const int64_t in = 1024 + 64, inter = 300;
-  Tensor w = randn({2 * inter, in}, Dtype::bf16, 50, 0.05f);
-  Tensor wg = w.to(kGpu);
-  for (int64_t rows : {1, 2, 3, 4, 5}) {
-    for (ops::UnaryOp act : {ops::UnaryOp::silu, ops::UnaryOp::gelu_tanh, ops::UnaryOp::gelu_erf}) {
-      Tensor x = randn({rows, 1, in}, Dtype::bf16, 51 + static_cast<uint32_t>(rows));
-      Tensor y = ops::linear(x, w);
-      Tensor g = y.narrow(-1, 0, inter), u = y.narrow(-1, inter, inter);
-      Tensor ref = act == ops::UnaryOp::silu ? ops::swiglu(g, u) : ops::geglu(g, u, act == ops::UnaryOp::gelu_tanh);
-      Tensor got = ops::gated_linear(x.to(kGpu), wg, act);
-      ASSERT_EQ(got.shape(), (Shape{rows, 1, inter}));
-      EXPECT_CLOSE(ref, got, Dtype::bf16) << "rows " << rows << " act " << static_cast<int>(act);
+  // (in, inter): rows split over 4, 1 and 2 warps with four loads in flight, and over 1 with eight
+  for (auto [in, inter] :
+       {std::pair<int64_t, int64_t>{1024 + 64, 300}, {1024 + 64, 2100}, {2048, 1100}, {4096, 2100}}) {
+    Tensor w = randn({2 * inter, in}, Dtype::bf16, 50, 0.05f);
+    Tensor wg = w.to(kGpu);
+    for (int64_t rows : {1, 2, 3, 4, 5}) {
+      for (ops::UnaryOp act : {ops::UnaryOp::silu, ops::UnaryOp::gelu_tanh, ops::UnaryOp::gelu_erf}) {
+        Tensor x = randn({rows, 1, in}, Dtype::bf16, 51 + static_cast<uint32_t>(rows));
+        Tensor y = ops::linear(x, w);
+        Tensor g = y.narrow(-1, 0, inter), u = y.narrow(-1, inter, inter);
+        Tensor ref = act == ops::UnaryOp::silu ? ops::swiglu(g, u) : ops::geglu(g, u, act == ops::UnaryOp::gelu_tanh);
+        Tensor got = ops::gated_linear(x.to(kGpu), wg, act);
+        ASSERT_EQ(got.shape(), (Shape{rows, 1, inter}));
+        EXPECT_CLOSE(ref, got, Dtype::bf16)
+            << "rows " << rows << " act " << static_cast<int>(act) << " in " << in << " inter " << inter;
+      }
     }
+    EXPECT_THROW(ops::gated_linear(randn({1, in}, Dtype::bf16, 60).to(kGpu), wg, ops::UnaryOp::exp), Error);
   }
-  EXPECT_THROW(ops::gated_linear(randn({1, in}, Dtype::bf16, 60).to(kGpu), wg, ops::UnaryOp::exp), Error);
 }
 
 TEST_F(CudaOps, SoftmaxAndReductions) {
@@ -389,6 +393,18 @@ TEST_F(CudaOps, Linear) {
     Tensor xf = randn({m, 4096}, Dtype::f32, 70 + m);
     EXPECT_CLOSE(ops::linear(xf, ws), ops::linear(xf.to(kGpu), ws.to(kGpu)), Dtype::bf16) << "f32 x, M " << m;
   }
+  // Every kernel shape (warps per row 1, 2, 4; loads in flight 4, 8), with K off the kernel's load groups.
+  for (auto [n, k] : {std::pair<int64_t, int64_t>{5000, 1096},
+                      {5000, 4104},
+                      {2100, 2056},
+                      {2100, 4160},
+                      {700, 4104},
+                      {700, 8200},
+                      {64, 8}})
+    for (int64_t m : {1, 3}) {
+      Tensor xs = randn({m, k}, Dtype::bf16, 100 + m), ws = randn({n, k}, Dtype::bf16, 110, 0.05f);
+      EXPECT_CLOSE(ops::linear(xs, ws), ops::linear(xs.to(kGpu), ws.to(kGpu)), Dtype::bf16) << "N " << n << " K " << k;
+    }
   // Products with one or a few outputs (a shared expert's sigmoid gate, a small router) at every row count.
   for (int64_t n : {1, 3, 4})
     for (int64_t m : {1, 7, 37}) {

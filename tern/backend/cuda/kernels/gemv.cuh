@@ -1,14 +1,15 @@
 // Skinny products for decode: out[m, n] = sum_k x[m, k] * w[n, k] for M <= 4 rows of bf16 x and bf16 w
-// [N, K] row-major, and the gated variant for the MLP's stacked gate/up weights. Each warp owns output
-// rows of w and streams them with 16-byte loads (four in flight per lane), so the weights, which dominate
-// the bytes, are read once at full width.
+// [N, K] row-major, and the gated variant for the MLP's stacked gate/up weights. W warps share each
+// output row (each a strided share of K, summed through shared memory), and every lane keeps U 16-byte
+// weight loads in flight, so the weights, which dominate the bytes, stream at full width even when N
+// alone would leave the GPU's warps idle.
 #pragma once
 #include "tern/backend/cuda/kernels/common.cuh"
 #include "tern/backend/cuda/kernels/elementwise.cuh"
 
 namespace tern::cuda::kernels {
 
-constexpr int kGemvWarps = 4;
+constexpr int kGemvWarps = 4;  // warps per block: kGemvWarps / W output rows per block
 
 __device__ __forceinline__ void bf16x8_to_f32(const uint4& v, float* f) {
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
@@ -20,83 +21,119 @@ __device__ __forceinline__ void bf16x8_to_f32(const uint4& v, float* f) {
   }
 }
 
-// acc[m] += x[m, :] . wr for one weight row wr of K bf16 (K % 8 == 0), the lane's share of it: 16-byte
-// loads, four in flight per lane. The caller sums acc over the warp.
-template <int M>
+// acc[m] += x[m, :] . wr over this lane's share of one weight row wr of K bf16 (K % 8 == 0): the row's
+// 16-byte chunks are taken in groups of U * 32 * W, lane v (of the row's 32 * W) reading chunks
+// v, v + 32W, ... of each group, the last partial group predicated. The caller sums acc over the lanes.
+template <int M, int W, int U>
 __device__ __forceinline__ void gemv_row(const __nv_bfloat16* __restrict__ x, const uint4* __restrict__ wr, int64_t K,
-                                         int lane, float* acc) {
-  const int64_t chunks = K / 8;  // 16-byte chunks per row
-  int64_t c = lane;
-  for (; c + 96 < chunks; c += 128) {
-    uint4 wv[4];
+                                         int v, float* acc) {
+  constexpr int S = 32 * W;
+  const int64_t chunks = K / 8;
+  int64_t g = 0;
+  for (; g + U * S <= chunks; g += U * S) {
+    uint4 wv[U];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) wv[u] = __ldg(wr + c + 32 * u);
+    for (int u = 0; u < U; ++u) wv[u] = __ldg(wr + g + v + S * u);
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < U; ++u) {
       float wf[8];
       bf16x8_to_f32(wv[u], wf);
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[8];
-        bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(x + m * K) + c + 32 * u), xf);
+        bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(x + m * K) + g + v + S * u), xf);
 #pragma unroll
         for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
       }
     }
   }
-  for (; c < chunks; c += 32) {
+  if (g >= chunks) return;
+  uint4 wv[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u) wv[u] = g + v + S * u < chunks ? __ldg(wr + g + v + S * u) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    if (g + v + S * u >= chunks) break;
     float wf[8];
-    bf16x8_to_f32(__ldg(wr + c), wf);
+    bf16x8_to_f32(wv[u], wf);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float xf[8];
-      bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(x + m * K) + c), xf);
+      bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(x + m * K) + g + v + S * u), xf);
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
     }
   }
 }
 
-template <int M, typename O>
+// Sums acc[0..C) over the W warps of each output row: warp-reduced, then (W > 1) through shared memory.
+// Afterwards lane 0 of the row's first warp holds the totals; `lead` says whether this thread is it.
+template <int C, int W>
+__device__ __forceinline__ bool gemv_reduce(float* acc) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int c = 0; c < C; ++c) acc[c] = warp_sum(acc[c]);
+  if constexpr (W > 1) {
+    __shared__ float part[kGemvWarps][C];
+    if (lane == 0) {
+#pragma unroll
+      for (int c = 0; c < C; ++c) part[warp][c] = acc[c];
+    }
+    __syncthreads();
+    if (warp % W != 0 || lane != 0) return false;
+#pragma unroll
+    for (int c = 0; c < C; ++c) {
+      float s = 0.0f;
+#pragma unroll
+      for (int j = 0; j < W; ++j) s += part[warp + j][c];
+      acc[c] = s;
+    }
+    return true;
+  } else {
+    return lane == 0;
+  }
+}
+
+template <int M, int W, int U, typename O>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_bf16_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w, O* __restrict__ out,
                      int64_t N, int64_t K) {
   grid_dependency_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
-  if (n >= N) return;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * (kGemvWarps / W) + warp / W;
   float acc[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = 0.0f;
-  gemv_row<M>(x, reinterpret_cast<const uint4*>(w + n * K), K, lane, acc);
+  if (n < N) gemv_row<M, W, U>(x, reinterpret_cast<const uint4*>(w + n * K), K, (warp % W) * 32 + lane, acc);
+  if (!gemv_reduce<M, W>(acc) || n >= N) return;
 #pragma unroll
-  for (int m = 0; m < M; ++m) {
-    const float s = warp_sum(acc[m]);
-    if (lane == 0) out[m * N + n] = from_f32<O>(s);
-  }
+  for (int m = 0; m < M; ++m) out[m * N + n] = from_f32<O>(acc[m]);
 }
 
 // The gated MLP's first half: w stacks the gate rows [0, N) over the up rows [N, 2N); out[m, n] =
 // act(gate) * up with both products rounded to bf16 first, as the unfused product then gated_kernel
 // compute it. ACT: a UnaryCode (kSilu, kGeluTanh, kGeluErf).
-template <int M, int ACT>
+template <int M, int W, int U, int ACT>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_gated_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                       __nv_bfloat16* __restrict__ out, int64_t N, int64_t K) {
   grid_dependency_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kGemvWarps + warp;
-  if (n >= N) return;
-  float g[M], u[M];
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * (kGemvWarps / W) + warp / W;
+  float acc[2 * M];  // gate sums, then up sums
 #pragma unroll
-  for (int m = 0; m < M; ++m) g[m] = u[m] = 0.0f;
-  gemv_row<M>(x, reinterpret_cast<const uint4*>(w + n * K), K, lane, g);
-  gemv_row<M>(x, reinterpret_cast<const uint4*>(w + (N + n) * K), K, lane, u);
+  for (int m = 0; m < 2 * M; ++m) acc[m] = 0.0f;
+  if (n < N) {
+    const int v = (warp % W) * 32 + lane;
+    gemv_row<M, W, U>(x, reinterpret_cast<const uint4*>(w + n * K), K, v, acc);
+    gemv_row<M, W, U>(x, reinterpret_cast<const uint4*>(w + (N + n) * K), K, v, acc + M);
+  }
+  if (!gemv_reduce<2 * M, W>(acc) || n >= N) return;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
-    const float gs = to_f32(from_f32<__nv_bfloat16>(warp_sum(g[m])));
-    const float us = to_f32(from_f32<__nv_bfloat16>(warp_sum(u[m])));
-    if (lane == 0) out[m * N + n] = from_f32<__nv_bfloat16>(unary_f(ACT, gs, 0.0f, 0.0f) * us);
+    const float gs = to_f32(from_f32<__nv_bfloat16>(acc[m]));
+    const float us = to_f32(from_f32<__nv_bfloat16>(acc[M + m]));
+    out[m * N + n] = from_f32<__nv_bfloat16>(unary_f(ACT, gs, 0.0f, 0.0f) * us);
   }
 }
 
