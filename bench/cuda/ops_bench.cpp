@@ -26,6 +26,7 @@
 #include "tern/ops/matmul.h"
 #include "tern/ops/moe.h"
 #include "tern/ops/norm.h"
+#include "tern/ops/norm_linear.h"
 #include "tern/ops/reduce.h"
 #include "tern/ops/rope.h"
 
@@ -129,6 +130,28 @@ int main(int argc, char** argv) {
         }
       });
       row(name, t / d.layers, layer_bytes, 0);
+      // the same with the residual add and RMSNorm fused into the q/k/v and gate/up products
+      Tensor nw = randn_gpu({d.hidden}, Dtype::bf16, 4), res = randn_gpu({1, d.hidden}, Dtype::bf16, 5);
+      std::snprintf(name, sizeof name, "%s layer products, add+norm fused in", d.name);
+      const double tn = time_it([&] {
+        for (int64_t l = 0; l < d.layers; ++l) {
+          ops::norm_linear(ops::PreNorm{res, x, nw}, qkv[l]);
+          ops::linear(a, o[l]);
+          ops::norm_gated_linear(ops::PreNorm{res, x, nw}, up[l], ops::UnaryOp::silu);
+          ops::linear(h, down[l]);
+        }
+      });
+      row(name, tn / d.layers, layer_bytes, 0);
+      std::snprintf(name, sizeof name, "%s layer products, add+norm separate", d.name);
+      const double ts = time_it([&] {
+        for (int64_t l = 0; l < d.layers; ++l) {
+          ops::linear(ops::add_rms_norm(res, x, nw, 1e-6f).normed, qkv[l]);
+          ops::linear(a, o[l]);
+          ops::gated_linear(ops::add_rms_norm(res, x, nw, 1e-6f).normed, up[l], ops::UnaryOp::silu);
+          ops::linear(h, down[l]);
+        }
+      });
+      row(name, ts / d.layers, layer_bytes, 0);
       auto one = [&](const char* what, const std::function<void(int64_t)>& f, double bytes) {
         std::snprintf(name, sizeof name, "%s %s alone", d.name, what);
         row(name, time_it([&] {

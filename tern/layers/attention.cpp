@@ -24,10 +24,16 @@ Attention Attention::load(const WeightLoader& w, const AttentionShape& s, ops::R
   return a;
 }
 
-Tensor Attention::forward(const Tensor& x, KVCache& cache) const {
+Tensor Attention::forward(const Tensor& x, KVCache& cache) const { return attend(qkv_.forward(x), cache); }
+
+Tensor Attention::forward(const ops::PreNorm& in, KVCache& cache, Tensor& sum) const {
+  return attend(qkv_.forward(in, sum), cache);
+}
+
+Tensor Attention::attend(const std::vector<Tensor>& qkv, KVCache& cache) const {
+  const Tensor& x = qkv[0];
   const int64_t B = x.size(0), L = x.size(1), D = shape_.head_dim;
   // [B, L, H*D] -> [B, H, L, D] (a strided view)
-  std::vector<Tensor> qkv = qkv_.forward(x);
   Tensor q = qkv[0].view({B, L, shape_.n_head, D});
   Tensor k = qkv[1].view({B, L, shape_.n_head_kv, D});
   Tensor v = qkv[2].view({B, L, shape_.n_head_kv, D}).transpose(1, 2);

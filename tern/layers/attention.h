@@ -21,8 +21,14 @@ class Attention {
   static Attention load(const WeightLoader& w, const AttentionShape& shape, ops::RopeTable rope);
   // x [B, L, hidden] -> [B, L, hidden]; appends this step's keys/values to cache.
   Tensor forward(const Tensor& x, KVCache& cache) const;
+  // The same over ops::pre_norm(in) (the block's residual add and input norm, fused into the q/k/v
+  // product where it can be); the residual sum goes to sum.
+  Tensor forward(const ops::PreNorm& in, KVCache& cache, Tensor& sum) const;
 
  private:
+  // qkv: this step's q, k, v projections [B, L, heads * head_dim] -> the output projection.
+  Tensor attend(const std::vector<Tensor>& qkv, KVCache& cache) const;
+
   AttentionShape shape_;
   ops::RopeTable rope_;
   StackedLinear qkv_;  // q_proj, k_proj, v_proj

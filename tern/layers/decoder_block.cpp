@@ -1,6 +1,7 @@
 // DecoderBlock.
 #include "tern/layers/decoder_block.h"
 
+#include <type_traits>
 
 namespace tern {
 
@@ -20,11 +21,21 @@ DecoderBlock DecoderBlock::load(const WeightLoader& w, const AttentionShape& att
 }
 
 DecoderBlock::Residual DecoderBlock::forward(const Residual& in, KVCache& cache) const {
-  ops::AddNorm a = in.pending.defined() ? input_norm_.forward_add(in.stream, in.pending)
-                                        : ops::AddNorm{in.stream, input_norm_.forward(in.stream)};
-  ops::AddNorm h = post_attn_norm_.forward_add(a.sum, attn_.forward(a.normed, cache));
-  Tensor out = std::visit([&](const auto& f) { return f.forward(h.normed); }, ffn_);
-  return {h.sum, out};
+  Tensor a, h;
+  Tensor attn = attn_.forward(ops::PreNorm{in.stream, in.pending, input_norm_.weight, input_norm_.eps}, cache, a);
+  const ops::PreNorm mlp_in{a, attn, post_attn_norm_.weight, post_attn_norm_.eps};
+  Tensor out = std::visit(
+      [&](const auto& f) {
+        if constexpr (std::is_same_v<std::decay_t<decltype(f)>, GatedMlp>) {
+          return f.forward(mlp_in, h);
+        } else {
+          ops::AddNorm n = ops::pre_norm(mlp_in);
+          h = n.sum;
+          return f.forward(n.normed);
+        }
+      },
+      ffn_);
+  return {h, out};
 }
 
 }  // namespace tern

@@ -34,19 +34,36 @@ StackedLinear StackedLinear::make(std::vector<Linear> parts, bool stack) {
   return s;
 }
 
-std::vector<Tensor> StackedLinear::forward(const Tensor& x) const {
+namespace {
+
+std::vector<Tensor> split_outs(const Tensor& y, const std::vector<int64_t>& outs) {
   std::vector<Tensor> out;
-  if (!stacked.weight.defined()) {
-    for (const Linear& p : parts) out.push_back(p.forward(x));
-    return out;
-  }
-  Tensor y = stacked.forward(x);
   int64_t at = 0;
   for (int64_t n : outs) {
     out.push_back(y.narrow(-1, at, n));
     at += n;
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<Tensor> StackedLinear::forward(const Tensor& x) const {
+  if (stacked.weight.defined()) return split_outs(stacked.forward(x), outs);
+  std::vector<Tensor> out;
+  for (const Linear& p : parts) out.push_back(p.forward(x));
+  return out;
+}
+
+std::vector<Tensor> StackedLinear::forward(const ops::PreNorm& in, Tensor& sum) const {
+  if (stacked.weight.defined() && !stacked.bias.defined()) {
+    ops::NormedProduct r = ops::norm_linear(in, stacked.weight);
+    sum = r.sum;
+    return split_outs(r.out, outs);
+  }
+  ops::AddNorm a = ops::pre_norm(in);
+  sum = a.sum;
+  return forward(a.normed);
 }
 
 Embedding Embedding::load(const WeightLoader& w, const std::string& name, int64_t vocab, int64_t dim) {

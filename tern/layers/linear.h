@@ -4,6 +4,7 @@
 
 #include "tern/core/tensor.h"
 #include "tern/layers/weight_loader.h"
+#include "tern/ops/norm_linear.h"
 
 namespace tern {
 
@@ -30,6 +31,9 @@ struct StackedLinear {
   static StackedLinear make(std::vector<Linear> parts, bool stack);
   // x [..., in] -> one [..., out_i] per part.
   std::vector<Tensor> forward(const Tensor& x) const;
+  // The same over ops::pre_norm(in), whose residual sum goes to sum: stacked and without a bias, one
+  // ops::norm_linear (on CUDA one kernel for decode rows).
+  std::vector<Tensor> forward(const ops::PreNorm& in, Tensor& sum) const;
 };
 
 struct Embedding {

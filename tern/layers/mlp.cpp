@@ -26,6 +26,18 @@ Tensor GatedMlp::forward(const Tensor& x) const {
   return down_.forward(h);
 }
 
+Tensor GatedMlp::forward(const ops::PreNorm& in, Tensor& sum) const {
+  if (gate_up_.stacked.weight.defined() && !gate_up_.stacked.bias.defined()) {
+    ops::NormedProduct r = ops::norm_gated_linear(in, gate_up_.stacked.weight,
+                                                  act_ == Act::silu ? ops::UnaryOp::silu : ops::UnaryOp::gelu_tanh);
+    sum = r.sum;
+    return down_.forward(r.out);
+  }
+  ops::AddNorm a = ops::pre_norm(in);
+  sum = a.sum;
+  return forward(a.normed);
+}
+
 GatedMlp::Act mlp_act_from_name(const std::string& name) {
   if (name == "silu" || name == "swish") return GatedMlp::Act::silu;
   if (name == "gelu_pytorch_tanh" || name == "gelu_tanh") return GatedMlp::Act::gelu_tanh;

@@ -11,6 +11,9 @@ class GatedMlp {
   static GatedMlp load(const WeightLoader& w, int64_t hidden, int64_t inter, Act act, bool bias);
   // x [..., hidden] -> [..., hidden]
   Tensor forward(const Tensor& x) const;
+  // The same over ops::pre_norm(in) (the block's residual add and post-attention norm, fused into the
+  // gate/up product where it can be); the residual sum goes to sum.
+  Tensor forward(const ops::PreNorm& in, Tensor& sum) const;
 
  private:
   StackedLinear gate_up_;  // gate_proj, up_proj

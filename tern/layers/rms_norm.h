@@ -14,8 +14,6 @@ struct RMSNorm {
     return RMSNorm{w.get(name + ".weight", {dim}), eps};
   }
   Tensor forward(const Tensor& x) const { return ops::rms_norm(x, weight, eps); }
-  // {x + delta, norm(x + delta)} in one pass (ops::add_rms_norm).
-  ops::AddNorm forward_add(const Tensor& x, const Tensor& delta) const { return ops::add_rms_norm(x, delta, weight, eps); }
 };
 
 }  // namespace tern

@@ -4,6 +4,7 @@
 #include "tern/base/log.h"
 #include "tern/ops/elementwise.h"
 #include "tern/ops/matmul.h"
+#include "tern/ops/norm_linear.h"
 #include "tern/state/kv_cache_options.h"
 
 namespace tern {
@@ -94,8 +95,8 @@ Tensor DenseDecoder::forward_device(const Tensor& ids, CacheList& caches, bool a
     r.stream = r.stream.slice(1, L - 1, L);
     r.pending = r.pending.defined() ? r.pending.slice(1, L - 1, L) : r.pending;
   }
-  Tensor x = r.pending.defined() ? final_norm_.forward_add(r.stream, r.pending).normed : final_norm_.forward(r.stream);
-  Tensor logits = ops::linear(x, lm_head_);
+  Tensor logits =
+      ops::norm_linear(ops::PreNorm{r.stream, r.pending, final_norm_.weight, final_norm_.eps}, lm_head_).out;
   if (logits.dtype() != Dtype::f32) logits = ops::cast(logits, Dtype::f32);
   return logits;
 }

@@ -14,6 +14,7 @@
 #include "tern/ops/index.h"
 #include "tern/ops/matmul.h"
 #include "tern/ops/norm.h"
+#include "tern/ops/norm_linear.h"
 #include "tern/ops/norm_rope.h"
 #include "tern/ops/reduce.h"
 #include "tern/ops/rope.h"
@@ -264,6 +265,41 @@ TEST_F(CudaOps, GatedLinearMatchesLinearThenGate) {
     }
     EXPECT_THROW(ops::gated_linear(randn({1, in}, Dtype::bf16, 60).to(kGpu), wg, ops::UnaryOp::exp), Error);
   }
+}
+
+// A sub-layer's entry (residual add, RMSNorm, then the q/k/v or gate/up product) on the GPU (one kernel
+// for decode-sized bf16 rows) against the CPU's add_rms_norm then linear / gated_linear: every row count
+// (5 takes the unfused path), with and without the residual delta and the norm's weight, kernel shapes
+// with 1 to 4 warps per row and 4 or 8 loads in flight, and rows too long for the kernel (unfused).
+TEST_F(CudaOps, NormLinearMatchesNormThenLinear) {
+  struct Case {
+    int64_t in, out;
+    bool gated, delta, weight;
+  };
+  const Case cases[] = {{1024 + 64, 700, false, true, true}, {2048, 4200, false, false, true},
+                        {2048, 2100, false, true, false},    {1024 + 64, 300, true, true, true},
+                        {2048, 2100, true, true, true},      {1024, 1100, true, false, false},
+                        {4096, 2100, true, true, true}};
+  for (const Case& c : cases) {
+    Tensor w = randn({c.gated ? 2 * c.out : c.out, c.in}, Dtype::bf16, 120, 0.05f), wg = w.to(kGpu);
+    Tensor nw = c.weight ? randn({c.in}, Dtype::bf16, 121) : Tensor();
+    for (int64_t rows : {1, 2, 3, 4, 5}) {
+      Tensor x = randn({rows, 1, c.in}, Dtype::bf16, 122 + static_cast<uint32_t>(rows));
+      Tensor d = c.delta ? randn({rows, 1, c.in}, Dtype::bf16, 130 + static_cast<uint32_t>(rows)) : Tensor();
+      const ops::PreNorm cpu{x, d, nw, 1e-6f};
+      const ops::PreNorm gpu{x.to(kGpu), c.delta ? d.to(kGpu) : Tensor(), c.weight ? nw.to(kGpu) : Tensor(), 1e-6f};
+      ops::AddNorm ref = ops::pre_norm(cpu);
+      Tensor want = c.gated ? ops::gated_linear(ref.normed, w, ops::UnaryOp::silu) : ops::linear(ref.normed, w);
+      ops::NormedProduct got =
+          c.gated ? ops::norm_gated_linear(gpu, wg, ops::UnaryOp::silu) : ops::norm_linear(gpu, wg);
+      ASSERT_EQ(got.out.shape(), want.shape());
+      EXPECT_CLOSE(want, got.out, Dtype::bf16) << "in " << c.in << " out " << c.out << " rows " << rows;
+      EXPECT_CLOSE(ref.sum, got.sum, Dtype::bf16) << "in " << c.in << " rows " << rows;
+    }
+  }
+  EXPECT_THROW(ops::norm_gated_linear(ops::PreNorm{randn({1, 64}, Dtype::bf16, 140).to(kGpu)},
+                                      randn({6, 64}, Dtype::bf16, 141).to(kGpu), ops::UnaryOp::exp),
+               Error);
 }
 
 TEST_F(CudaOps, SoftmaxAndReductions) {

@@ -21,10 +21,21 @@ __device__ __forceinline__ void bf16x8_to_f32(const uint4& v, float* f) {
   }
 }
 
+// Chunk c (8 bf16) of an activation row, from shared memory (SX) or through the read-only cache.
+template <bool SX>
+__device__ __forceinline__ uint4 load_x(const __nv_bfloat16* row, int64_t c) {
+  if constexpr (SX) {
+    return reinterpret_cast<const uint4*>(row)[c];
+  } else {
+    return __ldg(reinterpret_cast<const uint4*>(row) + c);
+  }
+}
+
 // acc[m] += x[m, :] . wr over this lane's share of one weight row wr of K bf16 (K % 8 == 0): the row's
 // 16-byte chunks are taken in groups of U * 32 * W, lane v (of the row's 32 * W) reading chunks
 // v, v + 32W, ... of each group, the last partial group predicated. The caller sums acc over the lanes.
-template <int M, int W, int U>
+// SX: x is in shared memory (read without the read-only cache path).
+template <int M, int W, int U, bool SX = false>
 __device__ __forceinline__ void gemv_row(const __nv_bfloat16* __restrict__ x, const uint4* __restrict__ wr, int64_t K,
                                          int v, float* acc) {
   constexpr int S = 32 * W;
@@ -41,7 +52,7 @@ __device__ __forceinline__ void gemv_row(const __nv_bfloat16* __restrict__ x, co
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[8];
-        bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(x + m * K) + g + v + S * u), xf);
+        bf16x8_to_f32(load_x<SX>(x + m * K, g + v + S * u), xf);
 #pragma unroll
         for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
       }
@@ -59,7 +70,7 @@ __device__ __forceinline__ void gemv_row(const __nv_bfloat16* __restrict__ x, co
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float xf[8];
-      bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(x + m * K) + g + v + S * u), xf);
+      bf16x8_to_f32(load_x<SX>(x + m * K, g + v + S * u), xf);
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
     }
@@ -94,17 +105,17 @@ __device__ __forceinline__ bool gemv_reduce(float* acc) {
   }
 }
 
-template <int M, int W, int U, typename O>
-__global__ void __launch_bounds__(kGemvWarps * 32)
-    gemv_bf16_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w, O* __restrict__ out,
-                     int64_t N, int64_t K) {
-  grid_dependency_wait();
+// out[m, n] for this warp's row n; every thread of the block must call it (W > 1 reduces through
+// shared memory).
+template <int M, int W, int U, bool SX, typename O>
+__device__ __forceinline__ void gemv_body(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
+                                          O* __restrict__ out, int64_t N, int64_t K) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * (kGemvWarps / W) + warp / W;
   float acc[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = 0.0f;
-  if (n < N) gemv_row<M, W, U>(x, reinterpret_cast<const uint4*>(w + n * K), K, (warp % W) * 32 + lane, acc);
+  if (n < N) gemv_row<M, W, U, SX>(x, reinterpret_cast<const uint4*>(w + n * K), K, (warp % W) * 32 + lane, acc);
   if (!gemv_reduce<M, W>(acc) || n >= N) return;
 #pragma unroll
   for (int m = 0; m < M; ++m) out[m * N + n] = from_f32<O>(acc[m]);
@@ -112,12 +123,11 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
 
 // The gated MLP's first half: w stacks the gate rows [0, N) over the up rows [N, 2N); out[m, n] =
 // act(gate) * up with both products rounded to bf16 first, as the unfused product then gated_kernel
-// compute it. ACT: a UnaryCode (kSilu, kGeluTanh, kGeluErf).
-template <int M, int W, int U, int ACT>
-__global__ void __launch_bounds__(kGemvWarps * 32)
-    gemv_gated_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
-                      __nv_bfloat16* __restrict__ out, int64_t N, int64_t K) {
-  grid_dependency_wait();
+// compute it. ACT: a UnaryCode (kSilu, kGeluTanh, kGeluErf). Called by every thread, as gemv_body.
+template <int M, int W, int U, bool SX, int ACT>
+__device__ __forceinline__ void gemv_gated_body(const __nv_bfloat16* __restrict__ x,
+                                                const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
+                                                int64_t N, int64_t K) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t n = static_cast<int64_t>(blockIdx.x) * (kGemvWarps / W) + warp / W;
   float acc[2 * M];  // gate sums, then up sums
@@ -125,8 +135,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
   for (int m = 0; m < 2 * M; ++m) acc[m] = 0.0f;
   if (n < N) {
     const int v = (warp % W) * 32 + lane;
-    gemv_row<M, W, U>(x, reinterpret_cast<const uint4*>(w + n * K), K, v, acc);
-    gemv_row<M, W, U>(x, reinterpret_cast<const uint4*>(w + (N + n) * K), K, v, acc + M);
+    gemv_row<M, W, U, SX>(x, reinterpret_cast<const uint4*>(w + n * K), K, v, acc);
+    gemv_row<M, W, U, SX>(x, reinterpret_cast<const uint4*>(w + (N + n) * K), K, v, acc + M);
   }
   if (!gemv_reduce<2 * M, W>(acc) || n >= N) return;
 #pragma unroll
@@ -135,6 +145,22 @@ __global__ void __launch_bounds__(kGemvWarps * 32)
     const float us = to_f32(from_f32<__nv_bfloat16>(acc[M + m]));
     out[m * N + n] = from_f32<__nv_bfloat16>(unary_f(ACT, gs, 0.0f, 0.0f) * us);
   }
+}
+
+template <int M, int W, int U, typename O>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_bf16_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w, O* __restrict__ out,
+                     int64_t N, int64_t K) {
+  grid_dependency_wait();
+  gemv_body<M, W, U, false>(x, w, out, N, K);
+}
+
+template <int M, int W, int U, int ACT>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    gemv_gated_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
+                      __nv_bfloat16* __restrict__ out, int64_t N, int64_t K) {
+  grid_dependency_wait();
+  gemv_gated_body<M, W, U, false, ACT>(x, w, out, N, K);
 }
 
 }  // namespace tern::cuda::kernels

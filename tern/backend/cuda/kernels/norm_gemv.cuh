@@ -1,0 +1,104 @@
+// A pre-norm sub-layer's entry in one kernel (ops::norm_linear, ops::norm_gated_linear): every block
+// first writes the M <= 4 normalised rows, rms_norm(x + delta) * weight rounded to bf16 as the separate
+// add_rms_norm kernel rounds them, into shared memory, then runs the decode product (gemv.cuh) against
+// them. The rows are a few KB, read from L2 by every block, where the separate norm kernel would be
+// one more launch and one more dependent round trip per sub-layer.
+#pragma once
+#include "tern/backend/cuda/kernels/gemv.cuh"
+
+namespace tern::cuda::kernels {
+
+__device__ __forceinline__ uint4 f32x8_to_bf16(const float* f) {
+  uint4 v;
+  __nv_bfloat162* h = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+  return v;
+}
+
+// xs[m, :] = bf16(rms_norm(bf16(x[m] + delta[m])) * weight) for m < M rows of K (K % 8 == 0); delta
+// and weight may be null. Block 0 also writes the sums to sum (with a delta). Ends with a barrier.
+template <int M>
+__device__ __forceinline__ void norm_rows_to_shared(const __nv_bfloat16* __restrict__ x,
+                                                    const __nv_bfloat16* __restrict__ delta,
+                                                    __nv_bfloat16* __restrict__ sum,
+                                                    const __nv_bfloat16* __restrict__ weight, float eps, int64_t K,
+                                                    __nv_bfloat16* xs) {
+  const int64_t chunks = K / 8;
+  const bool write_sum = delta && blockIdx.x == 0;
+  float ss[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) ss[m] = 0.0f;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float f[8];
+      bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(x + m * K) + c), f);
+      uint4 h;
+      if (delta) {
+        float d[8];
+        bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(delta + m * K) + c), d);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) f[i] += d[i];
+        h = f32x8_to_bf16(f);
+        bf16x8_to_f32(h, f);  // the sum as stored
+        if (write_sum) reinterpret_cast<uint4*>(sum + m * K)[c] = h;
+      } else {
+        h = __ldg(reinterpret_cast<const uint4*>(x + m * K) + c);
+      }
+      reinterpret_cast<uint4*>(xs + m * K)[c] = h;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) ss[m] += f[i] * f[i];
+    }
+  }
+  __shared__ float part[kGemvWarps][M];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    const float s = warp_sum(ss[m]);
+    if (lane == 0) part[warp][m] = s;
+  }
+  __syncthreads();
+  float inv[M];
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    float s = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kGemvWarps; ++j) s += part[j][m];
+    inv[m] = rsqrtf(s / static_cast<float>(K) + eps);
+  }
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    float wf[8];
+    if (weight) bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(weight) + c), wf);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      uint4* p = reinterpret_cast<uint4*>(xs + m * K) + c;
+      float f[8];
+      bf16x8_to_f32(*p, f);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) f[i] = weight ? f[i] * inv[m] * wf[i] : f[i] * inv[m];
+      *p = f32x8_to_bf16(f);
+    }
+  }
+  __syncthreads();
+}
+
+// ACT < 0: out = norm(x + delta) w^T [M, N]; else the gated product of w's stacked gate/up rows with
+// UnaryCode ACT, out [M, N] (N gate rows). Dynamic shared memory: M * K bf16.
+template <int M, int W, int U, int ACT>
+__global__ void __launch_bounds__(kGemvWarps * 32)
+    norm_gemv_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ delta,
+                     __nv_bfloat16* __restrict__ sum, const __nv_bfloat16* __restrict__ weight, float eps,
+                     const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out, int64_t N, int64_t K) {
+  grid_dependency_wait();
+  extern __shared__ uint4 norm_gemv_smem[];
+  __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(norm_gemv_smem);
+  norm_rows_to_shared<M>(x, delta, sum, weight, eps, K, xs);
+  if constexpr (ACT < 0) {
+    gemv_body<M, W, U, true>(xs, w, out, N, K);
+  } else {
+    gemv_gated_body<M, W, U, true, ACT>(xs, w, out, N, K);
+  }
+}
+
+}  // namespace tern::cuda::kernels

@@ -1,0 +1,61 @@
+// ops::norm_linear and ops::norm_gated_linear: the one-kernel CUDA path where it applies, else pre_norm
+// then the product.
+#include "tern/ops/norm_linear.h"
+
+#include "tern/ops/gated_linear.h"
+#include "tern/ops/matmul.h"
+
+namespace tern::ops {
+namespace {
+
+// The one-kernel path into r; false (nothing done) where it does not apply.
+bool fused(const PreNorm& in, const Tensor& w, int act, int64_t out_features, NormedProduct& r) {
+  const Tensor& x = in.x;
+  if (!x.defined() || !x.device().is_cuda() || x.dtype() != Dtype::bf16 || w.dtype() != Dtype::bf16 ||
+      x.rank() < 1 || x.size(-1) != w.size(1) || !w.is_contiguous() || w.device() != x.device() ||
+      (in.weight.defined() && (in.weight.dtype() != Dtype::bf16 || in.weight.device() != x.device())) ||
+      (in.delta.defined() && (in.delta.shape() != x.shape() || in.delta.dtype() != x.dtype())))
+    return false;
+  const int64_t K = w.size(1), rows = K ? x.numel() / K : 0;
+  if (rows < 1 || rows > 4) return false;
+  Shape shape = x.shape();
+  shape.back() = out_features;
+  Tensor out = Tensor::empty(shape, x.dtype(), x.device());
+  Tensor sum = in.delta.defined() ? Tensor::empty(x.shape(), x.dtype(), x.device()) : x;
+  Tensor sum2d = sum.view({rows, K}), out2d = out.view({rows, out_features});
+  const Tensor delta2d = in.delta.defined() ? in.delta.reshape({rows, K}).contiguous() : Tensor();
+  const Tensor weight = in.weight.defined() ? in.weight.contiguous() : Tensor();
+  if (!cuda::norm_linear(x.reshape({rows, K}).contiguous(), delta2d, weight, in.eps, w, act, sum2d, out2d))
+    return false;
+  r = NormedProduct{sum, out};
+  return true;
+}
+
+}  // namespace
+
+AddNorm pre_norm(const PreNorm& in) {
+  if (in.delta.defined()) return add_rms_norm(in.x, in.delta, in.weight, in.eps);
+  return AddNorm{in.x, rms_norm(in.x, in.weight, in.eps)};
+}
+
+NormedProduct norm_linear(const PreNorm& in, const Tensor& w, const Tensor& bias) {
+  TERN_CHECK(w.defined() && w.rank() == 2, "[norm_linear] expected w [out, in], got {}",
+             w.defined() ? shape_str(w.shape()) : std::string("undefined"));
+  NormedProduct r;
+  if (!bias.defined() && fused(in, w, -1, w.size(0), r)) return r;
+  AddNorm a = pre_norm(in);
+  return NormedProduct{a.sum, linear(a.normed, w, bias)};
+}
+
+NormedProduct norm_gated_linear(const PreNorm& in, const Tensor& w, UnaryOp act) {
+  TERN_CHECK(act == UnaryOp::silu || act == UnaryOp::gelu_tanh || act == UnaryOp::gelu_erf,
+             "[norm_gated_linear] expected a silu or gelu activation, got op {}", static_cast<int>(act));
+  TERN_CHECK(w.defined() && w.rank() == 2 && w.size(0) % 2 == 0, "[norm_gated_linear] expected w [2 * inter, in], got {}",
+             w.defined() ? shape_str(w.shape()) : std::string("undefined"));
+  NormedProduct r;
+  if (fused(in, w, static_cast<int>(act), w.size(0) / 2, r)) return r;
+  AddNorm a = pre_norm(in);
+  return NormedProduct{a.sum, gated_linear(a.normed, w, act)};
+}
+
+}  // namespace tern::ops
