@@ -270,7 +270,7 @@ TEST_F(CudaOps, GatedLinearMatchesLinearThenGate) {
 // A sub-layer's entry (residual add, RMSNorm, then the q/k/v or gate/up product) on the GPU (one kernel
 // for decode-sized bf16 rows) against the CPU's add_rms_norm then linear / gated_linear: every row count
 // (5 takes the unfused path), with and without the residual delta and the norm's weight, kernel shapes
-// with 1 to 4 warps per row and 4 or 8 loads in flight, and rows too long for the kernel (unfused).
+// with 1 to 4 warps per row and 4 or 8 loads in flight, in blocks of 4 warps (rows under 4,096) and 16.
 TEST_F(CudaOps, NormLinearMatchesNormThenLinear) {
   struct Case {
     int64_t in, out;
@@ -279,7 +279,7 @@ TEST_F(CudaOps, NormLinearMatchesNormThenLinear) {
   const Case cases[] = {{1024 + 64, 700, false, true, true}, {2048, 4200, false, false, true},
                         {2048, 2100, false, true, false},    {1024 + 64, 300, true, true, true},
                         {2048, 2100, true, true, true},      {1024, 1100, true, false, false},
-                        {4096, 2100, true, true, true}};
+                        {4096, 2100, true, true, true},      {4096, 700, false, true, true}};
   for (const Case& c : cases) {
     Tensor w = randn({c.gated ? 2 * c.out : c.out, c.in}, Dtype::bf16, 120, 0.05f), wg = w.to(kGpu);
     Tensor nw = c.weight ? randn({c.in}, Dtype::bf16, 121) : Tensor();

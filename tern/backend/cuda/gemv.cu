@@ -91,17 +91,32 @@ bool run_gated_act(int act, const void* x, const void* w, void* out, int64_t N, 
   }
 }
 
-template <int M, int ACT>
-void run_norm_gemv(const NormGemvArgs& a, int64_t N, int64_t K, int64_t warps_rows, cudaStream_t s) {
+template <int M, int ACT, int NW>
+void run_norm_gemv_nw(const NormGemvArgs& a, int64_t N, int64_t K, int64_t warps_rows, cudaStream_t s) {
   const GemvShape g = gemv_shape(warps_rows, K);
   with_shape(g.W, g.U, [&](auto Wc, auto Uc) {
     constexpr int kW = decltype(Wc)::value, kU = decltype(Uc)::value;
-    launch_kernel(kernels::norm_gemv_kernel<M, kW, kU, ACT>, gemv_grid(N, kW), kernels::kGemvWarps * 32,
-                  static_cast<size_t>(M * K) * 2, s, static_cast<const __nv_bfloat16*>(a.x),
+    launch_kernel(kernels::norm_gemv_kernel<M, kW, kU, ACT, NW>, static_cast<unsigned>((N + NW / kW - 1) / (NW / kW)),
+                  NW * 32, static_cast<size_t>(M * K) * 2, s, static_cast<const __nv_bfloat16*>(a.x),
                   static_cast<const __nv_bfloat16*>(a.delta), static_cast<__nv_bfloat16*>(a.sum),
                   static_cast<const __nv_bfloat16*>(a.weight), a.eps, static_cast<const __nv_bfloat16*>(a.w),
                   static_cast<__nv_bfloat16*>(a.out), N, K);
   });
+}
+
+// Every block re-reads the rows and their norm weight from L2 and reduces them before its first weight
+// load, so long rows take wide blocks, whose prologue serves 16 warps' products. Measured on the H200
+// (tern_cuda_bench --gemv, a batch-1 layer's products, against the separate add+norm launches): at K =
+// 4,096 (Qwen3-8B) 4-warp blocks lose, 119.3 against 110.8 us per layer, and 16-warp blocks win, 104.6
+// (batch-1 decode 206.5 -> 217.2 tok/s); at K = 1,024 (Qwen3-0.6B) 4-warp blocks win, 19.9 against 23.3
+// us (800 -> 937 tok/s), where 16-warp ones are slower (23.8). Sizes between are not measured.
+template <int M, int ACT>
+void run_norm_gemv(const NormGemvArgs& a, int64_t N, int64_t K, int64_t warps_rows, cudaStream_t s) {
+  if (K >= 4096) {
+    run_norm_gemv_nw<M, ACT, 16>(a, N, K, warps_rows, s);
+  } else {
+    run_norm_gemv_nw<M, ACT, 4>(a, N, K, warps_rows, s);
+  }
 }
 
 template <int M>
@@ -158,18 +173,10 @@ bool launch_gemv_gated(int64_t M, int act, const void* x, const void* w, void* o
   }
 }
 
-// Every block re-reads the rows and their norm weight from L2 and reduces them before its first weight
-// load. Measured on the H200 (tern_cuda_bench --gemv, a batch-1 layer's products): at K = 1,024 (Qwen3-0.6B)
-// that beats the separate add+norm launches, 19.6 against 25.3 us per layer (batch-1 decode 800 -> 935
-// tok/s); at K = 4,096 (Qwen3-8B) it loses, 118.6 against 110.2 us (1,536 to 3,072 blocks each read 24 KB
-// before streaming). Rows longer than kMaxNormGemvK take the separate kernels; between the two sizes the
-// choice is not measured.
-constexpr int64_t kMaxNormGemvK = 2048;
-
 bool launch_norm_gemv(int64_t M, const NormGemvArgs& a, int64_t N, int64_t K, cudaStream_t s) {
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (!gemv_eligible(M, a.x, a.w, K) || K > kMaxNormGemvK || M * K * 2 > 48 * 1024 || !aligned(a.delta) ||
-      !aligned(a.sum) || !aligned(a.weight) || !aligned(a.out))
+  if (!gemv_eligible(M, a.x, a.w, K) || M * K * 2 > 48 * 1024 || !aligned(a.delta) || !aligned(a.sum) ||
+      !aligned(a.weight) || !aligned(a.out))
     return false;
   switch (M) {
     case 1:

@@ -79,13 +79,13 @@ __device__ __forceinline__ void gemv_row(const __nv_bfloat16* __restrict__ x, co
 
 // Sums acc[0..C) over the W warps of each output row: warp-reduced, then (W > 1) through shared memory.
 // Afterwards lane 0 of the row's first warp holds the totals; `lead` says whether this thread is it.
-template <int C, int W>
+template <int C, int W, int NW = kGemvWarps>
 __device__ __forceinline__ bool gemv_reduce(float* acc) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
   for (int c = 0; c < C; ++c) acc[c] = warp_sum(acc[c]);
   if constexpr (W > 1) {
-    __shared__ float part[kGemvWarps][C];
+    __shared__ float part[NW][C];
     if (lane == 0) {
 #pragma unroll
       for (int c = 0; c < C; ++c) part[warp][c] = acc[c];
@@ -105,18 +105,18 @@ __device__ __forceinline__ bool gemv_reduce(float* acc) {
   }
 }
 
-// out[m, n] for this warp's row n; every thread of the block must call it (W > 1 reduces through
+// out[m, n] for this warp's row n (NW warps per block); every thread of the block must call it (W > 1 reduces through
 // shared memory).
-template <int M, int W, int U, bool SX, typename O>
+template <int M, int W, int U, bool SX, typename O, int NW = kGemvWarps>
 __device__ __forceinline__ void gemv_body(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                                           O* __restrict__ out, int64_t N, int64_t K) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * (kGemvWarps / W) + warp / W;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * (NW / W) + warp / W;
   float acc[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = 0.0f;
   if (n < N) gemv_row<M, W, U, SX>(x, reinterpret_cast<const uint4*>(w + n * K), K, (warp % W) * 32 + lane, acc);
-  if (!gemv_reduce<M, W>(acc) || n >= N) return;
+  if (!gemv_reduce<M, W, NW>(acc) || n >= N) return;
 #pragma unroll
   for (int m = 0; m < M; ++m) out[m * N + n] = from_f32<O>(acc[m]);
 }
@@ -124,12 +124,12 @@ __device__ __forceinline__ void gemv_body(const __nv_bfloat16* __restrict__ x, c
 // The gated MLP's first half: w stacks the gate rows [0, N) over the up rows [N, 2N); out[m, n] =
 // act(gate) * up with both products rounded to bf16 first, as the unfused product then gated_kernel
 // compute it. ACT: a UnaryCode (kSilu, kGeluTanh, kGeluErf). Called by every thread, as gemv_body.
-template <int M, int W, int U, bool SX, int ACT>
+template <int M, int W, int U, bool SX, int ACT, int NW = kGemvWarps>
 __device__ __forceinline__ void gemv_gated_body(const __nv_bfloat16* __restrict__ x,
                                                 const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
                                                 int64_t N, int64_t K) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * (kGemvWarps / W) + warp / W;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * (NW / W) + warp / W;
   float acc[2 * M];  // gate sums, then up sums
 #pragma unroll
   for (int m = 0; m < 2 * M; ++m) acc[m] = 0.0f;
@@ -138,7 +138,7 @@ __device__ __forceinline__ void gemv_gated_body(const __nv_bfloat16* __restrict_
     gemv_row<M, W, U, SX>(x, reinterpret_cast<const uint4*>(w + n * K), K, v, acc);
     gemv_row<M, W, U, SX>(x, reinterpret_cast<const uint4*>(w + (N + n) * K), K, v, acc + M);
   }
-  if (!gemv_reduce<2 * M, W>(acc) || n >= N) return;
+  if (!gemv_reduce<2 * M, W, NW>(acc) || n >= N) return;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
     const float gs = to_f32(from_f32<__nv_bfloat16>(acc[m]));

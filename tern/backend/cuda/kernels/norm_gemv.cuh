@@ -18,7 +18,7 @@ __device__ __forceinline__ uint4 f32x8_to_bf16(const float* f) {
 
 // xs[m, :] = bf16(rms_norm(bf16(x[m] + delta[m])) * weight) for m < M rows of K (K % 8 == 0); delta
 // and weight may be null. Block 0 also writes the sums to sum (with a delta). Ends with a barrier.
-template <int M>
+template <int M, int NW>
 __device__ __forceinline__ void norm_rows_to_shared(const __nv_bfloat16* __restrict__ x,
                                                     const __nv_bfloat16* __restrict__ delta,
                                                     __nv_bfloat16* __restrict__ sum,
@@ -51,7 +51,7 @@ __device__ __forceinline__ void norm_rows_to_shared(const __nv_bfloat16* __restr
       for (int i = 0; i < 8; ++i) ss[m] += f[i] * f[i];
     }
   }
-  __shared__ float part[kGemvWarps][M];
+  __shared__ float part[NW][M];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll
   for (int m = 0; m < M; ++m) {
@@ -64,7 +64,7 @@ __device__ __forceinline__ void norm_rows_to_shared(const __nv_bfloat16* __restr
   for (int m = 0; m < M; ++m) {
     float s = 0.0f;
 #pragma unroll
-    for (int j = 0; j < kGemvWarps; ++j) s += part[j][m];
+    for (int j = 0; j < NW; ++j) s += part[j][m];
     inv[m] = rsqrtf(s / static_cast<float>(K) + eps);
   }
   for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
@@ -84,20 +84,20 @@ __device__ __forceinline__ void norm_rows_to_shared(const __nv_bfloat16* __restr
 }
 
 // ACT < 0: out = norm(x + delta) w^T [M, N]; else the gated product of w's stacked gate/up rows with
-// UnaryCode ACT, out [M, N] (N gate rows). Dynamic shared memory: M * K bf16.
-template <int M, int W, int U, int ACT>
-__global__ void __launch_bounds__(kGemvWarps * 32)
+// UnaryCode ACT, out [M, N] (N gate rows). NW warps per block. Dynamic shared memory: M * K bf16.
+template <int M, int W, int U, int ACT, int NW>
+__global__ void __launch_bounds__(NW * 32)
     norm_gemv_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ delta,
                      __nv_bfloat16* __restrict__ sum, const __nv_bfloat16* __restrict__ weight, float eps,
                      const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out, int64_t N, int64_t K) {
   grid_dependency_wait();
   extern __shared__ uint4 norm_gemv_smem[];
   __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(norm_gemv_smem);
-  norm_rows_to_shared<M>(x, delta, sum, weight, eps, K, xs);
+  norm_rows_to_shared<M, NW>(x, delta, sum, weight, eps, K, xs);
   if constexpr (ACT < 0) {
-    gemv_body<M, W, U, true>(xs, w, out, N, K);
+    gemv_body<M, W, U, true, __nv_bfloat16, NW>(xs, w, out, N, K);
   } else {
-    gemv_gated_body<M, W, U, true, ACT>(xs, w, out, N, K);
+    gemv_gated_body<M, W, U, true, ACT, NW>(xs, w, out, N, K);
   }
 }
 
