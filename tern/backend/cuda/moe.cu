@@ -21,17 +21,31 @@ bool launch_moe_decode(const void* x, const int32_t* experts, const float* weigh
   const auto* gu = static_cast<const __nv_bfloat16*>(gate_up);
   const dim3 up_grid(static_cast<unsigned>((I + kernels::kMoeWarps - 1) / kernels::kMoeWarps),
                      static_cast<unsigned>(T * k));
-  if (geglu) {
-    launch_kernel(kernels::moe_gate_up_kernel<true>, up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu, E, H,
-                  I, h);
+  // 8 loads in flight per lane where a row fills them (Qwen3-30B-A3B's gate/up rows of 2,048), else 4
+  auto gate_up_with = [&](auto u) {
+    constexpr int U = decltype(u)::value;
+    if (geglu) {
+      launch_kernel(kernels::moe_gate_up_kernel<true, U>, up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu, E,
+                    H, I, h);
+    } else {
+      launch_kernel(kernels::moe_gate_up_kernel<false, U>, up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu,
+                    E, H, I, h);
+    }
+  };
+  if (H / 8 >= 256) {
+    gate_up_with(std::integral_constant<int, 8>{});
   } else {
-    launch_kernel(kernels::moe_gate_up_kernel<false>, up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu, E, H,
-                  I, h);
+    gate_up_with(std::integral_constant<int, 4>{});
   }
-  const dim3 down_grid(static_cast<unsigned>((H + kernels::kMoeWarps - 1) / kernels::kMoeWarps),
-                       static_cast<unsigned>(T));
-  launch_kernel(kernels::moe_down_kernel, down_grid, kernels::kMoeWarps * 32, 0, s, h, experts, weights, k,
-                static_cast<const __nv_bfloat16*>(down), E, H, I, out);
+  const dim3 down_grid(static_cast<unsigned>(H), static_cast<unsigned>(T));
+  const auto* dn = static_cast<const __nv_bfloat16*>(down);
+  if (I / 8 >= 256) {
+    launch_kernel(kernels::moe_down_kernel<8>, down_grid, kernels::kMoeWarps * 32, 0, s, h, experts, weights, k, dn, E,
+                  H, I, out);
+  } else {
+    launch_kernel(kernels::moe_down_kernel<4>, down_grid, kernels::kMoeWarps * 32, 0, s, h, experts, weights, k, dn, E,
+                  H, I, out);
+  }
   return true;
 }
 

@@ -9,7 +9,7 @@
 
 namespace tern::cuda::kernels {
 
-constexpr int kMoeWarps = 8;  // one output row per warp
+constexpr int kMoeWarps = 8;  // warps per block of the decode GEMVs
 
 __device__ __forceinline__ void load8_f32(const __nv_bfloat16* p, float* f) {
   bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(p)), f);
@@ -20,31 +20,38 @@ __device__ __forceinline__ void load8_f32(const float* p, float* f) {
 }
 
 // This lane's share of w[0:K] . x[0:K] (bf16 w, K % 8 == 0, 16-byte aligned rows); warp_sum gives the dot.
-// Four 16-byte weight loads in flight per lane, as in gemv_bf16_kernel.
-template <typename X>
+// U 16-byte weight loads in flight per lane, the row's last partial group predicated, as in gemv_row.
+template <int U, typename X>
 __device__ __forceinline__ float lane_dot(const __nv_bfloat16* __restrict__ w, const X* __restrict__ x, int64_t K,
                                           int lane) {
   const uint4* wr = reinterpret_cast<const uint4*>(w);
   const int64_t chunks = K / 8;
   float acc = 0.0f;
-  int64_t c = lane;
-  for (; c + 96 < chunks; c += 128) {
-    uint4 wv[4];
+  int64_t g = 0;
+  for (; g + 32 * U <= chunks; g += 32 * U) {
+    uint4 wv[U];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) wv[u] = __ldg(wr + c + 32 * u);
+    for (int u = 0; u < U; ++u) wv[u] = __ldg(wr + g + lane + 32 * u);
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
+    for (int u = 0; u < U; ++u) {
       float wf[8], xf[8];
       bf16x8_to_f32(wv[u], wf);
-      load8_f32(x + (c + 32 * u) * 8, xf);
+      load8_f32(x + (g + lane + 32 * u) * 8, xf);
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc += wf[i] * xf[i];
     }
   }
-  for (; c < chunks; c += 32) {
+  if (g >= chunks) return acc;
+  uint4 wv[U];
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+    wv[u] = g + lane + 32 * u < chunks ? __ldg(wr + g + lane + 32 * u) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    if (g + lane + 32 * u >= chunks) break;
     float wf[8], xf[8];
-    bf16x8_to_f32(__ldg(wr + c), wf);
-    load8_f32(x + c * 8, xf);
+    bf16x8_to_f32(wv[u], wf);
+    load8_f32(x + (g + lane + 32 * u) * 8, xf);
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc += wf[i] * xf[i];
   }
@@ -53,8 +60,8 @@ __device__ __forceinline__ float lane_dot(const __nv_bfloat16* __restrict__ w, c
 
 // h[p, i] = act(gate_e[i] . x[p / k]) * (up_e[i] . x[p / k]) with e = experts[p]; grid (ceil(I / kMoeWarps),
 // P = T * k), kMoeWarps warps. x [T, H] bf16, gate_up [E, 2I, H] bf16, h [P, I] f32. An expert id outside
-// [0, E) writes zeros.
-template <bool kGeglu>
+// [0, E) writes zeros. U: loads in flight per lane (lane_dot).
+template <bool kGeglu, int U>
 __global__ void __launch_bounds__(kMoeWarps * 32)
     moe_gate_up_kernel(const __nv_bfloat16* __restrict__ x, const int32_t* __restrict__ experts, int64_t k,
                        const __nv_bfloat16* __restrict__ gate_up, int64_t E, int64_t H, int64_t I,
@@ -70,33 +77,42 @@ __global__ void __launch_bounds__(kMoeWarps * 32)
   }
   const __nv_bfloat16* xr = x + (p / k) * H;
   const __nv_bfloat16* gate = gate_up + (e * 2 * I + i) * H;
-  const float g = warp_sum(lane_dot(gate, xr, H, lane));
-  const float u = warp_sum(lane_dot(gate + I * H, xr, H, lane));
+  const float gl = lane_dot<U>(gate, xr, H, lane), ul = lane_dot<U>(gate + I * H, xr, H, lane);
+  const float g = warp_sum(gl), u = warp_sum(ul);
   if (lane == 0) {
     const float a = kGeglu ? gelu_tanh_f(g) : g / (1.0f + expf(-g));
     h[p * I + i] = a * u;
   }
 }
 
-// out[t, n] = sum_j weights[t, j] * (down_e[n] . h[t * k + j]) with e = experts[t, j]; grid
-// (ceil(H / kMoeWarps), T), kMoeWarps warps. down [E, H, I] bf16, h [T * k, I] f32, out [T, H] f32.
-// Slots with an expert id outside [0, E) are skipped.
+// out[t, n] = sum_j weights[t, j] * (down_e[n] . h[t * k + j]) with e = experts[t, j]; grid (H, T),
+// kMoeWarps warps: warp w takes slots w, w + kMoeWarps, ..., so a token's k expert rows are read at once
+// rather than one after another, and the block sums the warps' terms in a fixed order (no atomics).
+// down [E, H, I] bf16, h [T * k, I] f32, out [T, H] f32. Slots with an expert id outside [0, E) are skipped.
+template <int U>
 __global__ void __launch_bounds__(kMoeWarps * 32)
-    moe_down_kernel(const float* __restrict__ h, const int32_t* __restrict__ experts,
-                    const float* __restrict__ weights, int64_t k, const __nv_bfloat16* __restrict__ down, int64_t E,
-                    int64_t H, int64_t I, float* __restrict__ out) {
+    moe_down_kernel(const float* __restrict__ h, const int32_t* __restrict__ experts, const float* __restrict__ weights,
+                    int64_t k, const __nv_bfloat16* __restrict__ down, int64_t E, int64_t H, int64_t I,
+                    float* __restrict__ out) {
   grid_dependency_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t n = static_cast<int64_t>(blockIdx.x) * kMoeWarps + warp, t = blockIdx.y;
-  if (n >= H) return;
+  const int64_t n = blockIdx.x, t = blockIdx.y;
   float acc = 0.0f;
-  for (int64_t j = 0; j < k; ++j) {
+  for (int64_t j = warp; j < k; j += kMoeWarps) {
     const int64_t p = t * k + j, e = experts[p];
     if (e < 0 || e >= E) continue;
-    acc += weights[p] * lane_dot(down + (e * H + n) * I, h + p * I, I, lane);
+    acc += weights[p] * lane_dot<U>(down + (e * H + n) * I, h + p * I, I, lane);
   }
+  __shared__ float part[kMoeWarps];
   acc = warp_sum(acc);
-  if (lane == 0) out[t * H + n] = acc;
+  if (lane == 0) part[warp] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kMoeWarps; ++w) sum += part[w];
+    out[t * H + n] = sum;
+  }
 }
 
 // counts[e] += number of pairs routed to e (counts zeroed by the caller); ids outside [0, E) skipped.
