@@ -17,12 +17,16 @@ bool fused(const PreNorm& in, const Tensor& w, int act, int64_t out_features, No
       (in.delta.defined() && (in.delta.shape() != x.shape() || in.delta.dtype() != x.dtype())))
     return false;
   const int64_t K = w.size(1), rows = K ? x.numel() / K : 0;
-  if (rows < 1 || rows > 4) return false;
+  // anything else (a mis-shaped norm weight included) takes the unfused ops, which check and say so
+  if (rows < 1 || rows > 4 || in.eps < 0.0f || (in.weight.defined() && in.weight.shape() != Shape{K}) ||
+      (in.delta.defined() && in.delta.device() != x.device()))
+    return false;
   Shape shape = x.shape();
   shape.back() = out_features;
   Tensor out = Tensor::empty(shape, x.dtype(), x.device());
+  // without a delta the sum is x itself (possibly a strided view) and the kernel writes none
   Tensor sum = in.delta.defined() ? Tensor::empty(x.shape(), x.dtype(), x.device()) : x;
-  Tensor sum2d = sum.view({rows, K}), out2d = out.view({rows, out_features});
+  Tensor sum2d = in.delta.defined() ? sum.view({rows, K}) : Tensor(), out2d = out.view({rows, out_features});
   const Tensor delta2d = in.delta.defined() ? in.delta.reshape({rows, K}).contiguous() : Tensor();
   const Tensor weight = in.weight.defined() ? in.weight.contiguous() : Tensor();
   if (!cuda::norm_linear(x.reshape({rows, K}).contiguous(), delta2d, weight, in.eps, w, act, sum2d, out2d))

@@ -297,6 +297,11 @@ TEST_F(CudaOps, NormLinearMatchesNormThenLinear) {
       EXPECT_CLOSE(ref.sum, got.sum, Dtype::bf16) << "in " << c.in << " rows " << rows;
     }
   }
+  // a norm weight of the wrong length is an error, not a read past its end
+  EXPECT_THROW(ops::norm_linear(ops::PreNorm{randn({1, 64}, Dtype::bf16, 142).to(kGpu), Tensor(),
+                                             randn({72}, Dtype::bf16, 143).to(kGpu)},
+                                randn({6, 64}, Dtype::bf16, 144).to(kGpu)),
+               Error);
   EXPECT_THROW(ops::norm_gated_linear(ops::PreNorm{randn({1, 64}, Dtype::bf16, 140).to(kGpu)},
                                       randn({6, 64}, Dtype::bf16, 141).to(kGpu), ops::UnaryOp::exp),
                Error);
