@@ -195,9 +195,14 @@ void QuantizedKVCache::grow_device(int64_t need, const Device& device) {
 
 Tensor QuantizedKVCache::host_rows(bool keys, int64_t n) const {
   const int64_t rb = keys ? key_row_bytes_ : value_row_bytes_;
-  Tensor rows = Tensor::empty({n, batch_, heads_, rb}, Dtype::u8);
-  if (n > 0) std::memcpy(rows.data<uint8_t>(), (keys ? keys_ : values_).data(), static_cast<size_t>(rows.numel()));
-  return rows;
+  const std::vector<uint8_t>& store = keys ? keys_ : values_;
+  const auto bytes = static_cast<size_t>(n * rows_ * rb);
+  TERN_CHECK(bytes <= store.size(), "[kv-cache] expected {} stored positions, got fewer", n);
+  const Shape shape{n, batch_, heads_, rb};
+  if (bytes == 0) return Tensor::empty(shape, Dtype::u8);
+  auto* data = const_cast<uint8_t*>(store.data());
+  return Tensor::from_storage(Storage::borrow(data, bytes, Device::cpu(), nullptr), 0, shape, contiguous_strides(shape),
+                              Dtype::u8);
 }
 
 void QuantizedKVCache::store_on_device(const Tensor& k, const Tensor& v) {
@@ -249,10 +254,10 @@ std::unique_ptr<AttentionRead> QuantizedKVCache::append(const Tensor& k_in, cons
   ensure_configured(k, v);
   const ops::KVRowCodec kc = key_codec(), vc = value_codec();
   if (phase == AppendPhase::decode && fused_decode_supported(kc, vc)) {
-    // The packed prefix is read block by block by the fused decode attention, never decoded whole.
-    Tensor k_rows = host_rows(true, start), v_rows = host_rows(false, start);
+    // The packed prefix is read block by block by the fused decode attention, never decoded whole (the
+    // views are taken after store(), which may move the storage).
     store(k, v);
-    return std::make_unique<FusedDecodeRead>(std::move(k_rows), std::move(v_rows), kc, vc, k, v);
+    return std::make_unique<FusedDecodeRead>(host_rows(true, start), host_rows(false, start), kc, vc, k, v);
   }
   Tensor kr = decode_prefix(true, true, n), vr = decode_prefix(false, true, n);
   kr.slice(2, start, start + n).copy_from(k);

@@ -73,7 +73,8 @@ class QuantizedKVCache : public KVCache {
   Tensor decode_prefix(bool keys, bool read_domain, int64_t extra) const;
   bool on_device() const { return device_keys_.defined(); }
   void store_on_device(const Tensor& k, const Tensor& v);
-  // A copy of the first n stored positions' packed key (or value) rows: u8 [n, B, Hkv, row bytes].
+  // The first n stored positions' packed key (or value) rows, u8 [n, B, Hkv, row bytes]: a view of the
+  // host storage (no copy), valid until it next grows or shrinks, as an AttentionRead is.
   Tensor host_rows(bool keys, int64_t n) const;
   void grow_device(int64_t need, const Device& device);  // capacity >= need; the prefix moves over
   std::unique_ptr<AttentionRead> append_step(const Tensor& k, const Tensor& v);
