@@ -20,7 +20,7 @@ struct GemvShape {
 GemvShape gemv_shape(int64_t N, int64_t K) {
   int W = 1;
   while (W < 4 && N * W < 4096 && K / 8 >= 64 * W) W *= 2;
-  return {W, K / 8 >= 256 * W ? 8 : 4};
+  return {W, kernels::gemv_depth(K, W)};
 }
 
 unsigned gemv_grid(int64_t N, int W) {

@@ -22,6 +22,7 @@ bool launch_moe_decode(const void* x, const int32_t* experts, const float* weigh
   const dim3 up_grid(static_cast<unsigned>((I + kernels::kMoeWarps - 1) / kernels::kMoeWarps),
                      static_cast<unsigned>(T * k));
   // 8 loads in flight per lane where a row fills them (Qwen3-30B-A3B's gate/up rows of 2,048), else 4
+  // (kernels::gemv_depth)
   auto gate_up_with = [&](auto u) {
     constexpr int U = decltype(u)::value;
     if (geglu) {
@@ -32,14 +33,14 @@ bool launch_moe_decode(const void* x, const int32_t* experts, const float* weigh
                     E, H, I, h);
     }
   };
-  if (H / 8 >= 256) {
+  if (kernels::gemv_depth(H, 1) == 8) {
     gate_up_with(std::integral_constant<int, 8>{});
   } else {
     gate_up_with(std::integral_constant<int, 4>{});
   }
   const dim3 down_grid(static_cast<unsigned>(H), static_cast<unsigned>(T));
   const auto* dn = static_cast<const __nv_bfloat16*>(down);
-  if (I / 8 >= 256) {
+  if (kernels::gemv_depth(I, 1) == 8) {
     launch_kernel(kernels::moe_down_kernel<8>, down_grid, kernels::kMoeWarps * 32, 0, s, h, experts, weights, k, dn, E,
                   H, I, out);
   } else {

@@ -4,6 +4,8 @@
 // weight loads in flight, so the weights, which dominate the bytes, stream at full width even when N
 // alone would leave the GPU's warps idle.
 #pragma once
+#include <type_traits>
+
 #include "tern/backend/cuda/kernels/common.cuh"
 #include "tern/backend/cuda/kernels/elementwise.cuh"
 
@@ -21,23 +23,32 @@ __device__ __forceinline__ void bf16x8_to_f32(const uint4& v, float* f) {
   }
 }
 
-// Chunk c (8 bf16) of an activation row, from shared memory (SX) or through the read-only cache.
-template <bool SX>
-__device__ __forceinline__ uint4 load_x(const __nv_bfloat16* row, int64_t c) {
-  if constexpr (SX) {
-    return reinterpret_cast<const uint4*>(row)[c];
+// Loads in flight per lane for rows of K split over W warps: 8 where each lane's share of a row fills
+// them, else 4 (the launchers of gemv.cu and moe.cu).
+__host__ __device__ constexpr int gemv_depth(int64_t K, int W) { return K / 8 >= 256 * W ? 8 : 4; }
+
+// The 8 activations of chunk c of an activation row as f32: bf16 from shared memory (SX) or through the
+// read-only cache, or f32 (the MoE down product's hidden rows) through the read-only cache.
+template <bool SX, typename X>
+__device__ __forceinline__ void load_x8(const X* row, int64_t c, float* f) {
+  if constexpr (std::is_same_v<X, float>) {
+    const float4 a = __ldg(reinterpret_cast<const float4*>(row) + 2 * c);
+    const float4 b = __ldg(reinterpret_cast<const float4*>(row) + 2 * c + 1);
+    f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
+  } else if constexpr (SX) {
+    bf16x8_to_f32(reinterpret_cast<const uint4*>(row)[c], f);
   } else {
-    return __ldg(reinterpret_cast<const uint4*>(row) + c);
+    bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(row) + c), f);
   }
 }
 
 // acc[m] += x[m, :] . wr over this lane's share of one weight row wr of K bf16 (K % 8 == 0): the row's
 // 16-byte chunks are taken in groups of U * 32 * W, lane v (of the row's 32 * W) reading chunks
 // v, v + 32W, ... of each group, the last partial group predicated. The caller sums acc over the lanes.
-// SX: x is in shared memory (read without the read-only cache path).
-template <int M, int W, int U, bool SX = false>
-__device__ __forceinline__ void gemv_row(const __nv_bfloat16* __restrict__ x, const uint4* __restrict__ wr, int64_t K,
-                                         int v, float* acc) {
+// SX: x is in shared memory (read without the read-only cache path). X: bf16, or f32 (not in shared memory).
+template <int M, int W, int U, bool SX = false, typename X = __nv_bfloat16>
+__device__ __forceinline__ void gemv_row(const X* __restrict__ x, const uint4* __restrict__ wr, int64_t K, int v,
+                                         float* acc) {
   constexpr int S = 32 * W;
   const int64_t chunks = K / 8;
   int64_t g = 0;
@@ -52,7 +63,7 @@ __device__ __forceinline__ void gemv_row(const __nv_bfloat16* __restrict__ x, co
 #pragma unroll
       for (int m = 0; m < M; ++m) {
         float xf[8];
-        bf16x8_to_f32(load_x<SX>(x + m * K, g + v + S * u), xf);
+        load_x8<SX>(x + m * K, g + v + S * u, xf);
 #pragma unroll
         for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
       }
@@ -70,7 +81,7 @@ __device__ __forceinline__ void gemv_row(const __nv_bfloat16* __restrict__ x, co
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float xf[8];
-      bf16x8_to_f32(load_x<SX>(x + m * K, g + v + S * u), xf);
+      load_x8<SX>(x + m * K, g + v + S * u, xf);
 #pragma unroll
       for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
     }

@@ -1,6 +1,6 @@
 // Mixture-of-experts kernels. Decode (few tokens): a grouped GEMV over (token, slot) pairs reading the
 // expert ids from device memory — gate_up with the activation fused, then down with the routing weight
-// and the sum over slots fused (one warp owns an output element; no atomics). Prefill: a counting sort
+// and the sum over slots fused (a block per output element, a warp per slot; no atomics). Prefill: a counting sort
 // of the pairs by expert (rows to gather, each pair's sorted position) and the weighted combine.
 #pragma once
 #include "tern/backend/cuda/kernels/common.cuh"
@@ -11,50 +11,13 @@ namespace tern::cuda::kernels {
 
 constexpr int kMoeWarps = 8;  // warps per block of the decode GEMVs
 
-__device__ __forceinline__ void load8_f32(const __nv_bfloat16* p, float* f) {
-  bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(p)), f);
-}
-__device__ __forceinline__ void load8_f32(const float* p, float* f) {
-  const float4 a = __ldg(reinterpret_cast<const float4*>(p)), b = __ldg(reinterpret_cast<const float4*>(p) + 1);
-  f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w, f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
-}
-
-// This lane's share of w[0:K] . x[0:K] (bf16 w, K % 8 == 0, 16-byte aligned rows); warp_sum gives the dot.
-// U 16-byte weight loads in flight per lane, the row's last partial group predicated, as in gemv_row.
+// This lane's share of w[0:K] . x[0:K] (bf16 w, K % 8 == 0, 16-byte aligned rows; x bf16 or f32), U
+// loads in flight (gemv_row of one row over one warp); warp_sum gives the dot.
 template <int U, typename X>
 __device__ __forceinline__ float lane_dot(const __nv_bfloat16* __restrict__ w, const X* __restrict__ x, int64_t K,
                                           int lane) {
-  const uint4* wr = reinterpret_cast<const uint4*>(w);
-  const int64_t chunks = K / 8;
   float acc = 0.0f;
-  int64_t g = 0;
-  for (; g + 32 * U <= chunks; g += 32 * U) {
-    uint4 wv[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) wv[u] = __ldg(wr + g + lane + 32 * u);
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      float wf[8], xf[8];
-      bf16x8_to_f32(wv[u], wf);
-      load8_f32(x + (g + lane + 32 * u) * 8, xf);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) acc += wf[i] * xf[i];
-    }
-  }
-  if (g >= chunks) return acc;
-  uint4 wv[U];
-#pragma unroll
-  for (int u = 0; u < U; ++u)
-    wv[u] = g + lane + 32 * u < chunks ? __ldg(wr + g + lane + 32 * u) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    if (g + lane + 32 * u >= chunks) break;
-    float wf[8], xf[8];
-    bf16x8_to_f32(wv[u], wf);
-    load8_f32(x + (g + lane + 32 * u) * 8, xf);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) acc += wf[i] * xf[i];
-  }
+  gemv_row<1, 1, U, false, X>(x, reinterpret_cast<const uint4*>(w), K, lane, &acc);
   return acc;
 }
 
