@@ -1,8 +1,6 @@
 // DecoderBlock.
 #include "tern/layers/decoder_block.h"
 
-#include <type_traits>
-
 namespace tern {
 
 DecoderBlock DecoderBlock::load(const WeightLoader& w, const AttentionShape& attn, ops::RopeTable rope, int64_t inter,
@@ -24,17 +22,7 @@ DecoderBlock::Residual DecoderBlock::forward(const Residual& in, KVCache& cache)
   Tensor a, h;
   Tensor attn = attn_.forward(ops::PreNorm{in.stream, in.pending, input_norm_.weight, input_norm_.eps}, cache, a);
   const ops::PreNorm mlp_in{a, attn, post_attn_norm_.weight, post_attn_norm_.eps};
-  Tensor out = std::visit(
-      [&](const auto& f) {
-        if constexpr (std::is_same_v<std::decay_t<decltype(f)>, GatedMlp>) {
-          return f.forward(mlp_in, h);
-        } else {
-          ops::AddNorm n = ops::pre_norm(mlp_in);
-          h = n.sum;
-          return f.forward(n.normed);
-        }
-      },
-      ffn_);
+  Tensor out = std::visit([&](const auto& f) { return f.forward(mlp_in, h); }, ffn_);
   return {h, out};
 }
 

@@ -57,6 +57,12 @@ SparseMoe SparseMoe::load(const WeightLoader& w, const SparseMoeShape& shape) {
   return m;
 }
 
+Tensor SparseMoe::forward(const ops::PreNorm& in, Tensor& sum) const {
+  ops::AddNorm a = ops::pre_norm(in);
+  sum = a.sum;
+  return forward(a.normed);
+}
+
 Tensor SparseMoe::forward(const Tensor& x) const {
   const int64_t H = shape_.hidden, K = shape_.n_expert_used;
   TERN_CHECK(x.defined() && x.rank() >= 1 && x.size(-1) == H, "[moe] expected x [..., {}], got {}", H,

@@ -45,6 +45,9 @@ class SparseMoe {
   static SparseMoe load(const WeightLoader& w, const SparseMoeShape& shape);
   // x [..., hidden] -> [..., hidden] in x's dtype: sum over the chosen experts of weight * expert(x).
   Tensor forward(const Tensor& x) const;
+  // The same over ops::pre_norm(in), whose residual sum goes to sum (as GatedMlp's; the router needs
+  // the normed rows themselves, so nothing is fused).
+  Tensor forward(const ops::PreNorm& in, Tensor& sum) const;
 
   const SparseMoeShape& shape() const { return shape_; }
 
