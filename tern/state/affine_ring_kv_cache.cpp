@@ -1,11 +1,15 @@
-// AffineRingKVCache: slot arithmetic of the wrapped byte ring, the decode-then-attend ring read, trim
-// before the first wrap, and taking over a plain ring's contents at the bf16-first transition.
+// AffineRingKVCache: slot arithmetic of the wrapped ring of packed rows, its read (fused decode
+// attention, or the decoded window under the sliding mask), trim before the first wrap, taking over a
+// plain ring's contents at the bf16-first transition, and persistence of the packed rows.
 #include "tern/state/affine_ring_kv_cache.h"
 
+#include <array>
+
 #include "tern/base/error.h"
-#include "tern/base/parallel.h"
 #include "tern/ops/elementwise.h"
-#include "tern/state/ring_kv_cache.h"
+#include "tern/ops/index.h"
+#include "tern/state/cache_file.h"
+#include "tern/state/packed_decode_read.h"
 
 namespace tern {
 namespace {
@@ -16,8 +20,7 @@ AffineRingKVCache::AffineRingKVCache(int64_t window, int bits, int64_t group) : 
   TERN_CHECK(window > 0, "[kv-cache] expected a ring window > 0, got {}", window);
   TERN_CHECK(bits == 4 || bits == 8, "[kv-cache] expected affine bits of 4 or 8, got {}", bits);
   TERN_CHECK(group == 32 || group == 64 || group == 128, "[kv-cache] expected a group of 32, 64 or 128, got {}", group);
-  key_.bits = value_.bits = bits;
-  key_.group = value_.group = group;
+  key_ = value_ = ops::KVRowCodec{ops::KVRowCodec::affine, bits, group, 0};
 }
 
 std::string AffineRingKVCache::signature() const {
@@ -34,20 +37,26 @@ int64_t AffineRingKVCache::trim(int64_t n) {
              "positions before {} are gone",
              window_, offset_, offset_ - window_);
   const int64_t t = std::min(n, offset_);
-  offset_ -= t;  // not wrapped: position p sits in slot p, so the slots past offset are simply dropped
-  keys_.resize(static_cast<size_t>(offset_ * rows_ * key_.row_bytes()));
-  values_.resize(static_cast<size_t>(offset_ * rows_ * value_.row_bytes()));
+  offset_ -= t;  // not wrapped: position p sits in slot p, so the slots past offset are simply free
   return t;
 }
 
+int64_t AffineRingKVCache::bytes() const {
+  return (keys_.defined() ? keys_.nbytes() : 0) + (values_.defined() ? values_.nbytes() : 0);
+}
+
 void AffineRingKVCache::check_append(const Tensor& k, const Tensor& v) const {
-  TERN_CHECK(k.device().is_cpu() && v.device().is_cpu(), "[kv-cache] affine storage is not implemented on CUDA yet");
+  TERN_CHECK(k.device() == v.device(), "[kv-cache] expected k and v on one device, got {} and {}", k.device().str(),
+             v.device().str());
+  TERN_CHECK(!keys_.defined() || k.device() == keys_.device(),
+             "[kv-cache] expected appends on the affine ring's device ({}), got {}", keys_.device().str(),
+             k.device().str());
   TERN_CHECK(k.rank() == 4 && v.rank() == 4, "[kv-cache] expected k and v of rank 4 [B, Hkv, L, D], got {} and {}",
              shape_str(k.shape()), shape_str(v.shape()));
   TERN_CHECK(k.size(0) == v.size(0) && k.size(1) == v.size(1) && k.size(2) == v.size(2),
              "[kv-cache] expected k and v to agree on [B, Hkv, L], got {} and {}", shape_str(k.shape()),
              shape_str(v.shape()));
-  if (rows_ > 0) {
+  if (batch_ > 0) {
     TERN_CHECK(k.size(0) == batch_ && k.size(1) == heads_ && k.size(3) == key_.dim && v.size(3) == value_.dim,
                "[kv-cache] expected appends of [{}, {}, L, {}] / [.., {}], got {} and {}", batch_, heads_, key_.dim,
                value_.dim, shape_str(k.shape()), shape_str(v.shape()));
@@ -55,7 +64,7 @@ void AffineRingKVCache::check_append(const Tensor& k, const Tensor& v) const {
 }
 
 void AffineRingKVCache::ensure_configured(const Tensor& k, const Tensor& v) {
-  if (rows_ > 0) return;
+  if (batch_ > 0) return;
   for (int64_t d : {k.size(3), v.size(3)})
     TERN_CHECK(d % key_.group == 0 && d <= 1024,
                "[kv-cache] affine storage expects head_dim a multiple of the group {} (at most 1024), got {}",
@@ -64,103 +73,135 @@ void AffineRingKVCache::ensure_configured(const Tensor& k, const Tensor& v) {
   value_.dim = v.size(3);
   batch_ = k.size(0);
   heads_ = k.size(1);
-  rows_ = batch_ * heads_;
 }
 
-Tensor AffineRingKVCache::decode_last(bool keys, int64_t n, int64_t extra) const {
-  TERN_ASSERT(n >= 0 && n <= stored(), "[kv-cache] ring view of {} positions with {} stored", n, stored());
-  const AffineRowCodec& codec = keys ? key_ : value_;
-  const int64_t dim = codec.dim, total = n + extra, row_bytes = codec.row_bytes();
-  Tensor out = Tensor::empty({batch_, heads_, total, dim}, Dtype::f32);
-  float* op = out.data<float>();
-  const uint8_t* src = keys ? keys_.data() : values_.data();
-  const int64_t first = offset_ - n;
-  parallel_for(n * rows_, 8, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const int64_t t = i / rows_, row = i % rows_, slot = (first + t) % window_;
-      codec.decode(src + (slot * rows_ + row) * row_bytes, op + (row * total + t) * dim);
+void AffineRingKVCache::grow(int64_t needed, const Device& device) {
+  const int64_t cap = keys_.defined() ? keys_.size(0) : 0;
+  if (keys_.defined() && needed <= cap) return;
+  // Not wrapped yet (cap < window), so positions [0, offset) sit in slots [0, offset).
+  const int64_t grown = std::min(window_, std::max(needed, 2 * cap));
+  for (bool keys : {true, false}) {
+    Tensor& ring = keys ? keys_ : values_;
+    Tensor bigger = Tensor::empty({grown, batch_, heads_, (keys ? key_ : value_).row_bytes()}, Dtype::u8, device);
+    if (offset_ > 0) {
+      Tensor held = bigger.slice(0, 0, offset_);
+      held.copy_from(ring.slice(0, 0, offset_));
     }
-  });
-  return out;
-}
-
-void AffineRingKVCache::write(const Tensor& k, const Tensor& v) {
-  const int64_t n = k.size(2), first = offset_ - n;
-  TERN_ASSERT(n <= window_, "[kv-cache] ring write of {} positions into a window of {}", n, window_);
-  const int64_t slots = std::min(offset_, window_);  // grows up to the window, then stays
-  if (static_cast<int64_t>(keys_.size()) < slots * rows_ * key_.row_bytes()) {
-    keys_.resize(static_cast<size_t>(slots * rows_ * key_.row_bytes()));
-    values_.resize(static_cast<size_t>(slots * rows_ * value_.row_bytes()));
+    ring = std::move(bigger);
   }
-  const float* kp = k.data<float>();
-  const float* vp = v.data<float>();
-  parallel_for(n * rows_, 8, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const int64_t t = i / rows_, row = i % rows_, dst = ((first + t) % window_) * rows_ + row;
-      key_.encode(kp + (row * n + t) * key_.dim, keys_.data() + dst * key_.row_bytes());
-      value_.encode(vp + (row * n + t) * value_.dim, values_.data() + dst * value_.row_bytes());
-    }
-  });
 }
 
-void AffineRingKVCache::adopt(const Tensor& k_in, const Tensor& v_in, int64_t offset) {
-  TERN_CHECK(offset_ == 0 && rows_ == 0, "[kv-cache] expected an empty affine ring to adopt into, got offset {}",
+Tensor AffineRingKVCache::rows_at(const Tensor& ring, int64_t first, int64_t n) const {
+  TERN_ASSERT(n >= 0 && n <= stored() && first >= offset_ - stored() && first + n <= offset_,
+              "[kv-cache] ring rows [{}, {}) with [{}, {}) held", first, first + n, offset_ - stored(), offset_);
+  if (n == 0) return ring.slice(0, 0, 0);
+  const int64_t s = first % window_;
+  if (s + n <= ring.size(0)) return ring.slice(0, s, s + n);
+  // Wrapped (the ring holds the whole window): the tail of the ring, then its head.
+  return ops::concat({ring.slice(0, s, window_), ring.slice(0, 0, n - (window_ - s))}, 0);
+}
+
+void AffineRingKVCache::put_rows(Tensor& ring, const Tensor& rows, int64_t first) const {
+  const int64_t n = rows.size(0), s = first % window_, head = std::min(n, window_ - s);
+  TERN_ASSERT(n <= window_ && s + head <= ring.size(0), "[kv-cache] ring write of {} positions at slot {} of {}", n, s,
+              ring.size(0));
+  Tensor tail_slots = ring.slice(0, s, s + head);
+  tail_slots.copy_from(rows.slice(0, 0, head));
+  if (head < n) {
+    Tensor head_slots = ring.slice(0, 0, n - head);
+    head_slots.copy_from(rows.slice(0, head, n));
+  }
+}
+
+void AffineRingKVCache::encode_at(const Tensor& k, const Tensor& v, int64_t first) {
+  const int64_t n = k.size(2), s = first % window_, head = std::min(n, window_ - s);
+  TERN_ASSERT(n <= window_ && s + head <= keys_.size(0), "[kv-cache] ring write of {} positions at slot {} of {}", n, s,
+              keys_.size(0));
+  // At most two runs of slots: [s, s + head) and, once it wraps, [0, n - head).
+  for (auto [from, slot, len] : {std::array<int64_t, 3>{0, s, head}, std::array<int64_t, 3>{head, 0, n - head}}) {
+    if (len == 0) continue;
+    Tensor kd = keys_.slice(0, slot, slot + len), vd = values_.slice(0, slot, slot + len);
+    ops::kv_encode(k.slice(2, from, from + len), key_, kd);
+    ops::kv_encode(v.slice(2, from, from + len), value_, vd);
+  }
+}
+
+Tensor AffineRingKVCache::temporal_keys() const {
+  if (!keys_.defined()) return Tensor::empty({batch_, heads_, 0, key_.dim}, Dtype::f32);
+  return ops::kv_decode(rows_at(keys_, offset_ - stored(), stored()), key_, Dtype::f32);
+}
+
+Tensor AffineRingKVCache::temporal_values() const {
+  if (!values_.defined()) return Tensor::empty({batch_, heads_, 0, value_.dim}, Dtype::f32);
+  return ops::kv_decode(rows_at(values_, offset_ - stored(), stored()), value_, Dtype::f32);
+}
+
+void AffineRingKVCache::adopt(const Tensor& k, const Tensor& v, int64_t offset) {
+  TERN_CHECK(offset_ == 0 && batch_ == 0, "[kv-cache] expected an empty affine ring to adopt into, got offset {}",
              offset_);
-  check_append(k_in, v_in);
-  const int64_t n = k_in.size(2);
+  check_append(k, v);
+  const int64_t n = k.size(2);
   TERN_CHECK(n <= window_ && n <= offset && (n == window_ || n == offset),
              "[kv-cache] expected the last min(offset, window) = {} positions of a ring, got {}",
              std::min(offset, window_), n);
-  ensure_configured(k_in, v_in);
+  ensure_configured(k, v);
+  grow(n, k.device());  // before the wrap positions [0, n) take slots [0, n); after it, the whole window
   offset_ = offset;
-  if (n > 0) write(as_f32(k_in), as_f32(v_in));
+  if (n > 0) encode_at(k, v, offset - n);
 }
 
-std::unique_ptr<AttentionRead> AffineRingKVCache::append(const Tensor& k_in, const Tensor& v_in, AppendPhase phase) {
-  check_append(k_in, v_in);
-  TERN_CHECK(phase == AppendPhase::window || k_in.size(2) == 1,
-             "[kv-cache] expected one position for a decode append, got {}", k_in.size(2));
-  ensure_configured(k_in, v_in);
-  Tensor k = as_f32(k_in), v = as_f32(v_in);
+std::unique_ptr<AttentionRead> AffineRingKVCache::append(const Tensor& k, const Tensor& v, AppendPhase phase) {
+  check_append(k, v);
+  TERN_CHECK(phase == AppendPhase::window || k.size(2) == 1,
+             "[kv-cache] expected one position for a decode append, got {}", k.size(2));
+  ensure_configured(k, v);
   const int64_t n = k.size(2);
-  // The read: the last window-1 stored positions (all a new query can still see), then the new ones.
+  grow(std::min(offset_ + n, window_), k.device());
+  // The read: the last window-1 stored positions (all a new query can still see), then the new ones as
+  // given (in f32 on the CPU, the activations' dtype on a device). A decode append never overwrites
+  // those slots, so its read views them; a window's read decodes them first.
   const int64_t prev = std::min(offset_, window_ - 1);
-  Tensor kr = decode_last(true, prev, n), vr = decode_last(false, prev, n);
-  kr.slice(2, prev, prev + n).copy_from(k);
-  vr.slice(2, prev, prev + n).copy_from(v);
-  auto read = causal_read(std::move(kr), std::move(vr), prev, window_);
+  const Tensor kn = k.device().is_cpu() ? as_f32(k) : k, vn = v.device().is_cpu() ? as_f32(v) : v;
+  Tensor k_rows = rows_at(keys_, offset_ - prev, prev), v_rows = rows_at(values_, offset_ - prev, prev);
+  std::unique_ptr<AttentionRead> read;
+  if (phase == AppendPhase::decode && packed_decode_supported(key_, value_)) {
+    read = packed_decode_read(std::move(k_rows), std::move(v_rows), key_, value_, kn, vn);
+  } else {
+    Tensor kr = kn, vr = vn;
+    if (prev > 0) {
+      kr = ops::concat({ops::kv_decode(k_rows, key_, kn.dtype()), kn}, 2);
+      vr = ops::concat({ops::kv_decode(v_rows, value_, vn.dtype()), vn}, 2);
+    }
+    read = causal_read(std::move(kr), std::move(vr), prev, window_);
+  }
 
   const int64_t keep = std::min(n, window_);
   if (in_spec_round()) save_overwritten(n);
   offset_ += n;
-  write(keep == n ? k : k.slice(2, n - keep, n).contiguous(), keep == n ? v : v.slice(2, n - keep, n).contiguous());
+  encode_at(k.slice(2, n - keep, n), v.slice(2, n - keep, n), offset_ - keep);
   return read;
 }
 
 void AffineRingKVCache::spec_round_begin() {
   KVCache::spec_round_begin();
-  saved_keys_.clear();
-  saved_values_.clear();
+  saved_keys_ = saved_values_ = Tensor();
   saved_from_ = saved_to_ = std::max<int64_t>(0, offset_ - window_);
 }
 
 void AffineRingKVCache::spec_round_commit() {
   KVCache::spec_round_commit();
-  saved_keys_.clear();
-  saved_values_.clear();
+  saved_keys_ = saved_values_ = Tensor();
 }
 
 void AffineRingKVCache::save_overwritten(int64_t n) {
   // As RingKVCache: appending n leaves [offset + n - window, offset + n) held, and positions from
-  // before the round go in time order.
+  // before the round go in time order, so the copies stay contiguous.
   const int64_t to = std::min(spec_round_start(), offset_ + n - window_);
-  const int64_t kb = rows_ * key_.row_bytes(), vb = rows_ * value_.row_bytes();
-  for (int64_t q = saved_to_; q < to; ++q) {
-    const int64_t slot = q % window_;
-    saved_keys_.insert(saved_keys_.end(), keys_.begin() + slot * kb, keys_.begin() + (slot + 1) * kb);
-    saved_values_.insert(saved_values_.end(), values_.begin() + slot * vb, values_.begin() + (slot + 1) * vb);
-  }
-  saved_to_ = std::max(saved_to_, to);
+  if (to <= saved_to_) return;
+  Tensor k = rows_at(keys_, saved_to_, to - saved_to_).clone(), v = rows_at(values_, saved_to_, to - saved_to_).clone();
+  saved_keys_ = saved_keys_.defined() ? ops::concat({saved_keys_, k}, 0) : k;
+  saved_values_ = saved_values_.defined() ? ops::concat({saved_values_, v}, 0) : v;
+  saved_to_ = to;
 }
 
 int64_t AffineRingKVCache::spec_round_rollback(int64_t keep) {
@@ -169,17 +210,74 @@ int64_t AffineRingKVCache::spec_round_rollback(int64_t keep) {
              "[kv-cache] expected a speculative round of at most the ring's window ({}) to roll back, got {} drafted "
              "positions (keep all of them or none of the round can be restored)",
              window_, drafted);
-  const int64_t kb = rows_ * key_.row_bytes(), vb = rows_ * value_.row_bytes();
-  for (int64_t q = std::max(saved_from_, target - window_); q < saved_to_; ++q) {
-    const int64_t slot = q % window_, i = q - saved_from_;
-    std::copy(saved_keys_.begin() + i * kb, saved_keys_.begin() + (i + 1) * kb, keys_.begin() + slot * kb);
-    std::copy(saved_values_.begin() + i * vb, saved_values_.begin() + (i + 1) * vb, values_.begin() + slot * vb);
+  // Back into their slots: the round's overwritten positions the ring holds again at `target`.
+  const int64_t from = std::max(saved_from_, target - window_), to = saved_to_;
+  if (to > from) {
+    put_rows(keys_, saved_keys_.slice(0, from - saved_from_, to - saved_from_), from);
+    put_rows(values_, saved_values_.slice(0, from - saved_from_, to - saved_from_), from);
   }
   offset_ = target;
-  saved_keys_.clear();
-  saved_values_.clear();
+  saved_keys_ = saved_values_ = Tensor();
   end_spec_round();
   return 0;
+}
+
+void AffineRingKVCache::save(CacheWriter& out) const {
+  out.put_string("kind", "affine_ring");
+  out.put_string("signature", signature());
+  out.put_int("offset", offset_);
+  if (batch_ == 0) return;
+  out.put_int("batch", batch_);
+  out.put_int("heads", heads_);
+  out.put_int("key_dim", key_.dim);
+  out.put_int("value_dim", value_.dim);
+  if (stored() == 0) return;
+  out.put_tensor("keys", rows_at(keys_, offset_ - stored(), stored()));
+  out.put_tensor("values", rows_at(values_, offset_ - stored(), stored()));
+}
+
+void AffineRingKVCache::load(CacheReader& in) {
+  TERN_CHECK(batch_ == 0 && offset_ == 0, "[prompt-cache] expected a fresh affine ring to load into");
+  in.expect("kind", "affine_ring");
+  in.expect("signature", signature());
+  const int64_t n = in.get_int("offset");
+  if (!in.has("batch")) {
+    if (n != 0) in.fail(fmt::format("{} positions stored without a row layout", n));
+    return;
+  }
+  const int64_t batch = in.get_int("batch"), heads = in.get_int("heads");
+  const int64_t key_dim = in.get_int("key_dim"), value_dim = in.get_int("value_dim");
+  if (batch <= 0 || heads <= 0 || n < 0 || key_dim <= 0 || value_dim <= 0 || key_dim % key_.group != 0 ||
+      value_dim % key_.group != 0 || key_dim > 1024 || value_dim > 1024)
+    in.fail(
+        fmt::format("expected a positive row layout with head dims multiples of the group {} (at most 1024), got "
+                    "batch {}, heads {}, dims {} / {}, offset {}",
+                    key_.group, batch, heads, key_dim, value_dim, n));
+  const int64_t held = std::min(n, window_);
+  ops::KVRowCodec kc = key_, vc = value_;
+  kc.dim = key_dim;
+  vc.dim = value_dim;
+  Tensor k, v;
+  if (held > 0) {
+    k = in.get_tensor("keys");
+    v = in.get_tensor("values");
+    auto check = [&](const char* what, const Tensor& rows, const ops::KVRowCodec& c) {
+      if (rows.dtype() != Dtype::u8 || rows.shape() != Shape{held, batch, heads, c.row_bytes()})
+        in.fail(fmt::format("expected packed {} u8 [{}, {}, {}, {}], got {} {}", what, held, batch, heads,
+                            c.row_bytes(), dtype_name(rows.dtype()), shape_str(rows.shape())));
+    };
+    check("keys", k, kc);
+    check("values", v, vc);
+  }
+  key_ = kc;
+  value_ = vc;
+  batch_ = batch;
+  heads_ = heads;
+  grow(held, in.device());  // slot p % window for position p, as appends leave it
+  offset_ = n;
+  if (held == 0) return;
+  put_rows(keys_, k, n - held);
+  put_rows(values_, v, n - held);
 }
 
 }  // namespace tern

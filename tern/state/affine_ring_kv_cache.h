@@ -1,13 +1,14 @@
 // Affine storage on a sliding-window layer, signature "kv:ring:<window>:affine:<bits>:<group>": the
 // ring of RingKVCache (the last `window` positions, position p in slot p % window; trimmable until it
-// first wraps; RoPE positions absolute) holding AffineRowCodec rows instead of activations. An append
-// is read with its own keys/values as given and the stored positions decoded, then quantized on store.
+// first wraps; RoPE positions absolute) holding packed affine rows (tern/ops/kv_quant.h) instead of
+// activations, on the device of its first append. An append is read with its own keys/values as given
+// and the stored positions packed (a decode append by the fused decode attention, a window decoded),
+// then quantized on store.
 #pragma once
 #include <algorithm>
 #include <cstdint>
-#include <vector>
 
-#include "tern/state/affine_kv_cache.h"
+#include "tern/ops/kv_quant.h"
 #include "tern/state/cache.h"
 
 namespace tern {
@@ -25,10 +26,14 @@ class AffineRingKVCache : public KVCache {
   bool is_trimmable() const override { return offset_ <= window_; }
   // Drops the last n positions (min(n, offset)); throws "[kv-cache] ... has wrapped" once it has wrapped.
   int64_t trim(int64_t n) override;
-  int64_t bytes() const override { return static_cast<int64_t>(keys_.capacity() + values_.capacity()); }
-  // CPU only. The read attends over the last min(offset, window - 1) stored positions (decoded) and the
-  // L new ones (as given) under a causal sliding-window mask; then the last min(L, window) are stored.
+  int64_t bytes() const override;
+  // The read attends over the last min(offset, window - 1) stored positions and the L new ones (as
+  // given) under a causal sliding-window mask; then the last min(L, window) are stored.
   std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) override;
+  // Saves the held packed rows in time order (never dequantized) and the offset; load() checks the
+  // signature and the row layout.
+  void save(CacheWriter& out) const override;
+  void load(CacheReader& in) override;
 
   // Speculative rounds, as RingKVCache: the packed rows of positions from before the round that its
   // appends overwrite are copied aside and restored on rollback (so it works after the ring wrapped).
@@ -43,27 +48,32 @@ class AffineRingKVCache : public KVCache {
   int64_t window() const { return window_; }
   // Positions held: min(offset, window).
   int64_t stored() const { return std::min(offset_, window_); }
-  // The held positions decoded, in time order: [B, Hkv, stored, D] / [.., Dv] f32.
-  Tensor temporal_keys() const { return decode_last(true, stored(), 0); }
-  Tensor temporal_values() const { return decode_last(false, stored(), 0); }
+  // The held positions decoded, in time order: [B, Hkv, stored, D] / [.., Dv] f32 on the storage's device.
+  Tensor temporal_keys() const;
+  Tensor temporal_values() const;
 
  private:
   void check_append(const Tensor& k, const Tensor& v) const;
   void ensure_configured(const Tensor& k, const Tensor& v);
-  // [B, Hkv, n + extra, dim] f32 with the last n stored positions decoded first (the rest uninitialised).
-  Tensor decode_last(bool keys, int64_t n, int64_t extra) const;
-  // Encodes positions [offset - n, offset) from k, v [B, Hkv, n, D] f32 contiguous (n <= window).
-  void write(const Tensor& k, const Tensor& v);
+  // Slots for positions [0, needed) before the first wrap, up to the window (the held rows move over).
+  void grow(int64_t needed, const Device& device);
+  // The packed rows of positions [first, first + n) (all held), [n, B, Hkv, row bytes] in time order: a
+  // view of the ring unless they wrap around its end (then a copy).
+  Tensor rows_at(const Tensor& ring, int64_t first, int64_t n) const;
+  // Copies rows [n, B, Hkv, row bytes] of positions [first, first + n) into their slots (n <= window).
+  void put_rows(Tensor& ring, const Tensor& rows, int64_t first) const;
+  // Encodes k, v [B, Hkv, n, D] (n <= window) as positions [first, first + n) into their slots.
+  void encode_at(const Tensor& k, const Tensor& v, int64_t first);
   // Inside a round: copies aside the rows of positions from before it that appending n overwrites.
   void save_overwritten(int64_t n);
 
   int64_t window_ = 0;
-  AffineRowCodec key_, value_;
-  int64_t batch_ = 0, heads_ = 0, rows_ = 0;  // rows_ = batch_ * heads_ (0 before the first store)
+  ops::KVRowCodec key_, value_;
+  int64_t batch_ = 0, heads_ = 0;  // 0 before the first store
   int64_t offset_ = 0;
-  std::vector<uint8_t> keys_, values_;  // [slot, B, Hkv, row bytes], slots allocated up to the window
+  Tensor keys_, values_;  // u8 [slots, B, Hkv, row bytes], slots allocated up to the window
   // The round's copies of overwritten positions [saved_from_, saved_to_): [position, B, Hkv, row bytes].
-  std::vector<uint8_t> saved_keys_, saved_values_;
+  Tensor saved_keys_, saved_values_;
   int64_t saved_from_ = 0, saved_to_ = 0;
 };
 

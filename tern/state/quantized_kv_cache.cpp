@@ -10,6 +10,7 @@
 #include "tern/ops/elementwise.h"
 #include "tern/ops/index.h"
 #include "tern/state/cache_file.h"
+#include "tern/state/packed_decode_read.h"
 
 namespace tern {
 namespace {
@@ -40,30 +41,6 @@ class DecodedRead : public AttentionRead {
   ops::AttentionMask mask_;
   std::function<void(float*)> finish_;
 };
-
-// A decode append read by the fused kernel over the packed prefix plus the appended position (under a
-// compiled step, row b reads its first lengths[b] stored positions).
-class FusedDecodeRead : public AttentionRead {
- public:
-  FusedDecodeRead(Tensor k_rows, Tensor v_rows, ops::KVRowCodec kc, ops::KVRowCodec vc, Tensor k, Tensor v,
-                  Tensor lengths = Tensor())
-      : k_rows_(std::move(k_rows)), v_rows_(std::move(v_rows)), kc_(kc), vc_(vc), k_(std::move(k)), v_(std::move(v)),
-        lengths_(std::move(lengths)) {}
-  Tensor attend(const Tensor& q, float scale, float softcap) const override {
-    return ops::kv_decode_attention(q, k_rows_, kc_, v_rows_, vc_, k_, v_, scale, softcap, lengths_);
-  }
-
- private:
-  Tensor k_rows_, v_rows_;
-  ops::KVRowCodec kc_, vc_;
-  Tensor k_, v_;
-  Tensor lengths_;
-};
-
-// Head dims the fused decode kernel takes (else the device read decodes the prefix and runs sdpa).
-bool fused_decode_supported(const ops::KVRowCodec& kc, const ops::KVRowCodec& vc) {
-  return kc.dim == vc.dim && (kc.dim == 32 || kc.dim == 64 || kc.dim == 128 || kc.dim == 256 || kc.dim == 512);
-}
 
 Tensor as_f32(const Tensor& x) { return (x.dtype() == Dtype::f32 ? x : ops::cast(x, Dtype::f32)).contiguous(); }
 
@@ -221,8 +198,8 @@ std::unique_ptr<AttentionRead> QuantizedKVCache::append_on_device(const Tensor& 
   Tensor v_rows =
       start > 0 ? device_rows(false) : Tensor::empty({0, batch_, heads_, value_row_bytes_}, Dtype::u8, k.device());
   std::unique_ptr<AttentionRead> read;
-  if (phase == AppendPhase::decode && fused_decode_supported(kc, vc)) {
-    read = std::make_unique<FusedDecodeRead>(k_rows, v_rows, kc, vc, k, v);
+  if (phase == AppendPhase::decode && packed_decode_supported(kc, vc)) {
+    read = packed_decode_read(k_rows, v_rows, kc, vc, k, v);
   } else {
     // Window (prefill) over a quantized prefix: decode it into a temporary and run the flash sdpa.
     Tensor kr = k, vr = v;
@@ -253,11 +230,11 @@ std::unique_ptr<AttentionRead> QuantizedKVCache::append(const Tensor& k_in, cons
   const int64_t start = offset_, n = k.size(2);
   ensure_configured(k, v);
   const ops::KVRowCodec kc = key_codec(), vc = value_codec();
-  if (phase == AppendPhase::decode && fused_decode_supported(kc, vc)) {
+  if (phase == AppendPhase::decode && packed_decode_supported(kc, vc)) {
     // The packed prefix is read block by block by the fused decode attention, never decoded whole (the
     // views are taken after store(), which may move the storage).
     store(k, v);
-    return std::make_unique<FusedDecodeRead>(host_rows(true, start), host_rows(false, start), kc, vc, k, v);
+    return packed_decode_read(host_rows(true, start), host_rows(false, start), kc, vc, k, v);
   }
   Tensor kr = decode_prefix(true, true, n), vr = decode_prefix(false, true, n);
   kr.slice(2, start, start + n).copy_from(k);
@@ -283,7 +260,7 @@ int64_t QuantizedKVCache::capacity() const {
 }
 
 bool QuantizedKVCache::supports_device_step() const {
-  return rows_ == 0 || !on_device() || fused_decode_supported(key_codec(), value_codec());
+  return rows_ == 0 || !on_device() || packed_decode_supported(key_codec(), value_codec());
 }
 
 void QuantizedKVCache::reserve(int64_t positions) {
@@ -347,7 +324,7 @@ std::unique_ptr<AttentionRead> QuantizedKVCache::append_step(const Tensor& k, co
     v_rows = host_rows(false, st.span);
   }
   // The stored positions row b reads are those before its own: positions[b] of them.
-  return std::make_unique<FusedDecodeRead>(k_rows, v_rows, kc, vc, k, v, st.positions);
+  return packed_decode_read(k_rows, v_rows, kc, vc, k, v, st.positions);
 }
 
 void QuantizedKVCache::save(CacheWriter& out) const {

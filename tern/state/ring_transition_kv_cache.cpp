@@ -5,9 +5,15 @@
 #include <limits>
 
 #include "tern/base/error.h"
+#include "tern/state/cache_file.h"
 
 namespace tern {
 namespace {
+// The record kind: the start and the storage converted into (a file from another scheme is refused).
+std::string transition_kind(int64_t start, const AffineRingKVCache& q) {
+  return "bf16-first ring to " + q.signature() + " at " + std::to_string(start);
+}
+
 int64_t checked_window(const std::unique_ptr<AffineRingKVCache>& q) {
   TERN_CHECK(q != nullptr && q->offset() == 0, "[kv-cache] expected an empty affine ring");
   return q->window();
@@ -48,7 +54,6 @@ int64_t RingTransitionKVCache::bytes() const { return plain_.bytes() + quantized
 
 std::unique_ptr<AttentionRead> RingTransitionKVCache::append(const Tensor& k, const Tensor& v, AppendPhase phase) {
   if (converted_) return quantized_->append(k, v, phase);
-  TERN_CHECK(k.device().is_cpu(), "[kv-cache] affine storage is not implemented on CUDA yet");
   std::unique_ptr<AttentionRead> read = plain_.append(k, v, phase);
   if (!in_spec_round()) convert_if_due();
   return read;
@@ -61,6 +66,34 @@ void RingTransitionKVCache::convert_if_due() {
   transition_ = plain_.offset();
   plain_ = RingKVCache(plain_.window());
   converted_ = true;
+}
+
+void RingTransitionKVCache::save(CacheWriter& out) const {
+  out.put_string("kind", transition_kind(start_, *quantized_));
+  out.put_int("converted", converted_ ? 1 : 0);
+  out.put_int("transition", transition_);
+  out.set_prefix("inner.");
+  if (converted_)
+    quantized_->save(out);
+  else
+    plain_.save(out);
+  out.set_prefix("");
+}
+
+void RingTransitionKVCache::load(CacheReader& in) {
+  TERN_CHECK(!converted_ && plain_.offset() == 0, "[prompt-cache] expected a fresh ring transition cache to load into");
+  in.expect("kind", transition_kind(start_, *quantized_));
+  const int64_t converted = in.get_int("converted"), transition = in.get_int("transition");
+  if ((converted != 0 && converted != 1) || transition < 0)
+    in.fail(fmt::format("expected converted 0/1 and a transition >= 0, got {} and {}", converted, transition));
+  in.set_prefix("inner.");
+  if (converted == 1)
+    quantized_->load(in);
+  else
+    plain_.load(in);
+  in.set_prefix("");
+  converted_ = converted == 1;
+  transition_ = transition;
 }
 
 }  // namespace tern

@@ -30,6 +30,10 @@ class RingTransitionKVCache : public TransitionBase {
   int64_t max_append_tokens() const override;
   int64_t bytes() const override;
   std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) override;
+  // Saves start, whether it converted and where, then the ring held now (plain or affine); load()
+  // checks start and the affine ring's signature.
+  void save(CacheWriter& out) const override;
+  void load(CacheReader& in) override;
 
   bool converted() const { return converted_; }
   int64_t transition_offset() const { return transition_; }

@@ -1,6 +1,6 @@
 // Quantized KV rows on the GPU against the CPU: encode bits identical (affine8/4 at groups 32/64/128,
 // TurboQuant k8v2/3/4/8), decode, the fused decode attention (B, S, head_dim, GQA, both TurboQuant
-// reads' storage), and whole caches (prefill then decode appends). Skips cleanly without a GPU.
+// reads' storage), and whole caches (prefill then decode appends; the affine ring too). Skips cleanly without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -171,12 +171,14 @@ TEST_F(CudaKVQuant, DecodeAttentionMatchesCpu) {
 }
 
 // One cache on each device: prefill P positions, a 7-position window over the quantized prefix (decode
-// into a temporary + sdpa), then 5 decode appends (the fused kernel); every read compared.
-void expect_cache_parity(const KVCacheOptions& options, bool deferred, int64_t D) {
+// into a temporary + sdpa), then 5 decode appends (the fused kernel); every read compared. With a
+// window (the affine ring of a sliding layer) the prefill wraps the ring.
+void expect_cache_parity(const KVCacheOptions& options, bool deferred, int64_t D, int64_t window = 0) {
   KVLayerInfo layer;
   layer.attention_index = 0;
   layer.attention_layers = 1;
   layer.deferred_values = deferred;
+  layer.window = window;
   std::unique_ptr<KVCache> cpu = make_kv_cache(options, layer), gpu = make_kv_cache(options, layer);
   const int64_t B = 2, Hkv = 2, Hq = 8, P = 300;
   const float scale = 1.0f / std::sqrt(float(D));
@@ -190,7 +192,8 @@ void expect_cache_parity(const KVCacheOptions& options, bool deferred, int64_t D
                       ->attend(ops::cast(q, Dtype::f32), scale);
     Tensor got = gpu->append(k.to(kGpu), v.to(kGpu), phase)->attend(q.to(kGpu), scale);
     EXPECT_EQ(got.device().is_cuda(), true);
-    EXPECT_LE(nmse(want, got), 1e-4) << options.kind << " step " << step << " deferred " << deferred;
+    EXPECT_LE(nmse(want, got), 1e-4) << options.kind << " step " << step << " deferred " << deferred << " window "
+                                     << window;
     EXPECT_EQ(cpu->offset(), gpu->offset());
     EXPECT_EQ(cpu->signature(), gpu->signature());
   }
@@ -227,6 +230,19 @@ TEST_F(CudaKVQuant, WholeCacheMatchesCpu) {
       const bool turbo = std::string(kind).rfind("turbo", 0) == 0;
       for (bool deferred : turbo ? std::vector<bool>{false, true} : std::vector<bool>{false})
         for (int64_t D : {64, 128}) expect_cache_parity(o, deferred, D);
+    }
+}
+
+// The affine ring of a sliding layer (window 64, wrapped by the 300-position prefill), before and
+// after its bf16-first transition.
+TEST_F(CudaKVQuant, AffineRingMatchesCpu) {
+  for (const char* kind : {"affine8", "affine4"})
+    for (int64_t start : {0, 200, 305}) {
+      KVCacheOptions o;
+      o.kind = kind;
+      o.group = 64;
+      o.start = start;
+      for (int64_t D : {64, 128, 256}) expect_cache_parity(o, false, D, 64);
     }
 }
 

@@ -1,5 +1,5 @@
 // Prompt-cache files on the GPU: caches saved from a model on the device load back onto the device
-// (plain, ring, TurboQuant and affine storage, and the recurrent state of the hybrid), and continuing
+// (plain, ring, TurboQuant and affine storage, the affine ring, and the recurrent state of the hybrid), and continuing
 // from the loaded caches gives the logits continuing from the saved ones gives. Skips without a GPU.
 #include <gtest/gtest.h>
 
@@ -35,8 +35,8 @@ TEST_F(CudaPromptCache, SavedDeviceCachesReloadOntoTheDevice) {
   };
   // gemma4: sliding layers keep rings (window 16, wrapped by the 40-token prompt); qwen3_5: recurrent
   // state beside the attention layers.
-  const Case cases[] = {{"qwen3", "bf16"}, {"qwen3", "turbo"}, {"qwen3", "affine8"}, {"gemma4", "bf16"},
-                        {"gemma4", "turbo"}, {"qwen3_5", "bf16"}, {"qwen3_5", "turbo:k8v4"}};
+  const Case cases[] = {{"qwen3", "bf16"},   {"qwen3", "turbo"},    {"qwen3", "affine8"}, {"gemma4", "bf16"},
+                        {"gemma4", "turbo"}, {"gemma4", "affine8"}, {"qwen3_5", "bf16"},  {"qwen3_5", "turbo:k8v4"}};
   const CacheFileIdentity id{"test-model", "test-tokenizer"};
   const std::string path = ::testing::TempDir() + "/tern_cuda_prompt_cache.bin";
   for (const Case& c : cases) {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <random>
 
+#include "tern/ops/affine_codec.h"
 #include "tern/ops/attention.h"
 #include "tern/state/kv_cache_options.h"
 #include "tern/state/ring_kv_cache.h"

@@ -4,7 +4,6 @@
 #include "tern/state/cache_file.h"
 
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <cstring>
@@ -16,6 +15,7 @@
 #include "tern/state/plain_kv_cache.h"
 #include "tern/state/recurrent_cache.h"
 #include "tern/state/ring_kv_cache.h"
+#include "tern/state/ring_transition_kv_cache.h"
 #include "tern/state/transition_kv_cache.h"
 #include "tern/state/turboquant_kv_cache.h"
 
@@ -61,7 +61,12 @@ std::vector<Kind> kinds() {
        [] { return std::make_unique<TransitionKVCache>(12, std::make_unique<AffineKVCache>(8, 64)); }},
       {"affine4_start_late",
        [] { return std::make_unique<TransitionKVCache>(1000, std::make_unique<AffineKVCache>(4, 64)); }},
-      {"turbo_k8v3", [] { return std::make_unique<TransitionKVCache>(5, std::make_unique<TurboQuantKVCache>(8, 3, false)); }},
+      {"ring16_affine8_start0",
+       [] { return std::make_unique<RingTransitionKVCache>(0, std::make_unique<AffineRingKVCache>(16, 8, 32)); }},
+      {"ring16_affine4_start12",
+       [] { return std::make_unique<RingTransitionKVCache>(12, std::make_unique<AffineRingKVCache>(16, 4, 64)); }},
+      {"turbo_k8v3",
+       [] { return std::make_unique<TransitionKVCache>(5, std::make_unique<TurboQuantKVCache>(8, 3, false)); }},
       {"turbo_k8v4_deferred",
        [] { return std::make_unique<TransitionKVCache>(0, std::make_unique<TurboQuantKVCache>(8, 4, true)); }},
   };

@@ -1,6 +1,6 @@
 // tern generate --prompt-cache-save / --prompt-cache end to end: greedy tokens continued from a saved
 // prompt equal the tokens of one uninterrupted run (the demo model with bf16, affine4 and turbo caches,
-// the transition before the save; the Qwen3.5 fixture's recurrent state; Gemma 4's rings past their
+// the transition before the save; the Qwen3.5 fixture's recurrent state; Gemma 4's rings, bf16 and affine, past their
 // window of 16), and a foreign, mismatched, truncated or corrupted file or a prompt that does not
 // start with the stored tokens exits non-zero with one line.
 #include <gtest/gtest.h>
@@ -103,6 +103,9 @@ TEST(PromptCacheCli, RecurrentStateOfQwen35Continues) {
 
 TEST(PromptCacheCli, GemmaRingsPastTheirWindowContinue) {
   expect_continuation(kGemma4, "", range_ids(60, 21, 17), range_ids(3, 6, 29));
+  // Affine storage on the sliding layers' rings too: converted at once, and converting after the wrap.
+  for (const std::string kv : {"--kv-cache affine8 --kv-group 32", "--kv-cache affine4 --kv-group 32 --kv-start 30"})
+    expect_continuation(kGemma4, kv, range_ids(60, 21, 17), range_ids(3, 6, 29));
 }
 
 void expect_one_line_error(const std::string& args, const std::string& needle) {
