@@ -5,7 +5,9 @@
 #include <vector>
 
 #include "tern/ops/affine_codec.h"
+#include "tern/ops/attention.h"
 #include "tern/ops/elementwise.h"
+#include "tern/ops/index.h"
 #include "tern/ops/turboquant.h"
 
 namespace tern::ops {
@@ -70,6 +72,52 @@ Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool 
   if (out.numel() == 0) return out;
   if (rows.device().is_cpu()) cpu::kv_decode(rows, codec, unrotate, out);
   else cuda::kv_decode(rows, codec, unrotate, out);
+  return out;
+}
+
+Tensor kv_window_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
+                           const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
+                           float softcap, int64_t window, bool deferred) {
+  TERN_CHECK(q.defined() && is_floating(q.dtype()) && q.rank() == 4 && q.size(2) > 0,
+             "[kv-quant] expected a float q [B, Hq, L > 0, D], got {}", q.defined() ? shape_str(q.shape()) : "none");
+  TERN_CHECK(key_codec.kind != KVRowCodec::turbo_value && value_codec.kind != KVRowCodec::turbo_key,
+             "[kv-quant] expected a key codec for keys and a value codec for values");
+  check_rows(k_rows, key_codec, "key rows");
+  check_rows(v_rows, value_codec, "value rows");
+  const int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), S = k_rows.size(0), Hkv = k_rows.size(2);
+  TERN_CHECK(key_codec.dim == q.size(3), "[kv-quant] expected key rows of the query's head_dim {}, got {}", q.size(3),
+             key_codec.dim);
+  TERN_CHECK(v_rows.size(0) == S && k_rows.size(1) == B && v_rows.size(1) == B && v_rows.size(2) == Hkv,
+             "[kv-quant] expected key and value rows [S, {}, Hkv, ..] alike, got {} and {}", B,
+             shape_str(k_rows.shape()), shape_str(v_rows.shape()));
+  TERN_CHECK(Hkv > 0 && Hq % Hkv == 0, "[kv-quant] expected Hq % Hkv == 0, got {} and {}", Hq, Hkv);
+  TERN_CHECK(k_new.defined() && v_new.defined() && k_new.rank() == 4 && v_new.rank() == 4 &&
+                 is_floating(k_new.dtype()) && k_new.dtype() == v_new.dtype() &&
+                 k_new.shape() == Shape({B, Hkv, L, key_codec.dim}) &&
+                 v_new.shape() == Shape({B, Hkv, L, value_codec.dim}),
+             "[kv-quant] expected k_new [{}, {}, {}, {}] and v_new [.., {}] of one float dtype, got {} and {}", B, Hkv,
+             L, key_codec.dim, value_codec.dim, k_new.defined() ? shape_str(k_new.shape()) : "none",
+             v_new.defined() ? shape_str(v_new.shape()) : "none");
+  TERN_CHECK(window >= 0, "[kv-quant] expected a window >= 0, got {}", window);
+  for (const Tensor* t : {&k_rows, &v_rows, &k_new, &v_new})
+    TERN_CHECK(t->device() == q.device(), "[kv-quant] expected every input on {}, got {}", q.device().str(),
+               t->device().str());
+  if (q.device().is_cuda()) {
+    // Not yet a tiled kernel: the prefix decoded into a temporary, then the flash sdpa.
+    Tensor k = k_new, v = v_new;
+    if (S > 0) {
+      k = concat({kv_decode(k_rows, key_codec, k_new.dtype()), k_new}, 2);
+      v = concat({kv_decode(v_rows, value_codec, v_new.dtype()), v_new}, 2);
+    }
+    AttentionMask mask;
+    mask.causal = true;
+    mask.q_offset = S;
+    mask.window = window;
+    return sdpa(q, k, v, scale, mask, softcap);
+  }
+  Tensor out = Tensor::empty({B, Hq, L, value_codec.dim}, q.dtype(), q.device());
+  cpu::kv_window_attention(q, k_rows, key_codec, v_rows, value_codec, k_new, v_new, scale, softcap, window, deferred,
+                           out);
   return out;
 }
 

@@ -1,6 +1,6 @@
 // Quantized KV rows as an op family: encode activations into the packed row layout of the affine and
 // TurboQuant codecs (tern/ops/affine_codec.h, tern/ops/turboquant.h), decode packed rows, and the fused
-// decode attention that reads packed keys and values directly (the storage of QuantizedKVCache).
+// decode and window attention that read packed keys and values directly (the storage of the quantized caches).
 #pragma once
 #include "tern/core/tensor.h"
 
@@ -40,6 +40,18 @@ Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
                            const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
                            float softcap = 0.0f, const Tensor& lengths = Tensor());
 
+// Window attention over packed storage (a prefill chunk after a quantized prefix): q [B, Hq, L, D]
+// holds the queries of the L positions after S packed ones (k_rows / v_rows [S, B, Hkv, row_bytes],
+// S >= 0), k_new [B, Hkv, L, D] / v_new [.., Dv] their keys and values unquantized. Query i attends to
+// positions [max(0, S + i + 1 - window), S + i] of the sequence [stored ; new] (window 0: from 0, the
+// causal mask). f32 accumulation -> [B, Hq, L, Dv] in q's dtype. turbo_value storage is attended in the
+// rotated domain with each output row rotated back once when deferred, else decoded to its own domain.
+// The CPU reads the packed rows block by block, never decoding the prefix whole; CUDA decodes it into a
+// temporary (values to their own domain) and runs the flash sdpa.
+Tensor kv_window_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
+                           const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
+                           float softcap = 0.0f, int64_t window = 0, bool deferred = false);
+
 }  // namespace tern::ops
 
 namespace tern::cpu {
@@ -48,6 +60,9 @@ void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, 
 void kv_decode_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec,
                          const Tensor& v_rows, const ops::KVRowCodec& value_codec, const Tensor& k_new,
                          const Tensor& v_new, float scale, float softcap, const Tensor& lengths, Tensor& out);
+void kv_window_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec, const Tensor& v_rows,
+                         const ops::KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
+                         float softcap, int64_t window, bool deferred, Tensor& out);
 }
 namespace tern::cuda {
 void kv_encode(const Tensor& x, const ops::KVRowCodec& codec, Tensor& rows);

@@ -1,4 +1,4 @@
-// AffineKVCache: the storage's configuration over the affine row codec (tern/ops/affine_codec.h).
+// AffineKVCache: the storage's configuration of the affine row codec (tern/ops/affine_codec.h).
 #include "tern/state/affine_kv_cache.h"
 
 #include "tern/base/error.h"
@@ -16,15 +16,13 @@ std::string AffineKVCache::signature() const {
   return "kv:affine:" + std::to_string(key_.bits) + ":" + std::to_string(key_.group);
 }
 
-void AffineKVCache::configure(int64_t key_dim, int64_t value_dim, int64_t& key_row_bytes, int64_t& value_row_bytes) {
+void AffineKVCache::configure(int64_t key_dim, int64_t value_dim) {
   for (int64_t d : {key_dim, value_dim})
     TERN_CHECK(d % key_.group == 0 && d <= 1024,
                "[kv-cache] affine storage expects head_dim a multiple of the group {} (at most 1024), got {}",
                key_.group, d);
   key_.dim = key_dim;
   value_.dim = value_dim;
-  key_row_bytes = key_.row_bytes();
-  value_row_bytes = value_.row_bytes();
 }
 
 }  // namespace tern

@@ -9,7 +9,7 @@
 #include "tern/ops/elementwise.h"
 #include "tern/ops/index.h"
 #include "tern/state/cache_file.h"
-#include "tern/state/packed_decode_read.h"
+#include "tern/state/packed_read.h"
 
 namespace tern {
 namespace {
@@ -158,22 +158,16 @@ std::unique_ptr<AttentionRead> AffineRingKVCache::append(const Tensor& k, const 
   const int64_t n = k.size(2);
   grow(std::min(offset_ + n, window_), k.device());
   // The read: the last window-1 stored positions (all a new query can still see), then the new ones as
-  // given (in f32 on the CPU, the activations' dtype on a device). A decode append never overwrites
-  // those slots, so its read views them; a window's read decodes them first.
+  // given (in f32 on the CPU, the activations' dtype on a device). The read views those rows, unless the
+  // store below overwrites some of them (a window that wraps onto them): then it reads a copy.
   const int64_t prev = std::min(offset_, window_ - 1);
   const Tensor kn = k.device().is_cpu() ? as_f32(k) : k, vn = v.device().is_cpu() ? as_f32(v) : v;
   Tensor k_rows = rows_at(keys_, offset_ - prev, prev), v_rows = rows_at(values_, offset_ - prev, prev);
-  std::unique_ptr<AttentionRead> read;
-  if (phase == AppendPhase::decode && packed_decode_supported(key_, value_)) {
-    read = packed_decode_read(std::move(k_rows), std::move(v_rows), key_, value_, kn, vn);
-  } else {
-    Tensor kr = kn, vr = vn;
-    if (prev > 0) {
-      kr = ops::concat({ops::kv_decode(k_rows, key_, kn.dtype()), kn}, 2);
-      vr = ops::concat({ops::kv_decode(v_rows, value_, vn.dtype()), vn}, 2);
-    }
-    read = causal_read(std::move(kr), std::move(vr), prev, window_);
-  }
+  if (n > 1 && offset_ + n > window_) k_rows = k_rows.clone(), v_rows = v_rows.clone();
+  std::unique_ptr<AttentionRead> read =
+      phase == AppendPhase::decode && (k.device().is_cpu() || packed_decode_supported(key_, value_))
+          ? packed_decode_read(std::move(k_rows), std::move(v_rows), key_, value_, kn, vn)
+          : packed_window_read(std::move(k_rows), std::move(v_rows), key_, value_, kn, vn, window_);
 
   const int64_t keep = std::min(n, window_);
   if (in_spec_round()) save_overwritten(n);

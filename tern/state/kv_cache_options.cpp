@@ -4,13 +4,14 @@
 #include <cstdio>
 
 #include "tern/base/error.h"
+#include "tern/ops/affine_codec.h"
+#include "tern/ops/turboquant.h"
 #include "tern/state/affine_kv_cache.h"
 #include "tern/state/affine_ring_kv_cache.h"
 #include "tern/state/plain_kv_cache.h"
 #include "tern/state/ring_kv_cache.h"
 #include "tern/state/ring_transition_kv_cache.h"
 #include "tern/state/transition_kv_cache.h"
-#include "tern/ops/turboquant.h"
 #include "tern/state/turboquant_kv_cache.h"
 
 namespace tern {

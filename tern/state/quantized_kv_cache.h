@@ -1,11 +1,11 @@
 // The shared body of the quantized KV storages (affine, TurboQuant): per position and head, a key
-// row and a value row encoded by the storage's codec into fixed-size byte rows; trimmable by whole
-// positions. An append is read with its own keys/values unquantized and the stored prefix decoded,
-// then quantized on store (bf16-first: an append is read before it converts). On CUDA the packed
-// rows live on the device (tern/ops/kv_quant.h): a decode append is read by the fused kernel.
+// row and a value row encoded by the storage's codecs (tern/ops/kv_quant.h) into fixed-size byte rows,
+// held in tensors on the device of the first append; trimmable by whole positions. An append is read
+// with its own keys/values unquantized and the stored rows packed (bf16-first: an append is read
+// before it converts), then quantized on store: a decode append by the fused decode attention, a
+// window by the window attention (tern/state/packed_read.h).
 #pragma once
 #include <cstdint>
-#include <vector>
 
 #include "tern/ops/kv_quant.h"
 #include "tern/state/cache.h"
@@ -26,7 +26,7 @@ class QuantizedKVCache : public KVCache {
   // Compiled decode: a decode append under a step encodes each batch row's key/value at
   // step.positions[b] and reads with the fused decode attention over the first step.span stored
   // positions, row b attending to its first positions[b] of them plus the appended one (no host read
-  // of the positions on a device). On the device only head dims the fused kernel takes.
+  // of the positions on a device). On a device only head dims the fused kernel takes.
   bool supports_device_step() const override;
   void reserve(int64_t positions) override;
   void attach_step(const DeviceStep* step) override;
@@ -50,43 +50,25 @@ class QuantizedKVCache : public KVCache {
   virtual ops::KVRowCodec value_codec() const = 0;
 
  protected:
-  // Called once, at the first store: checks the head dims and returns the encoded row sizes.
-  virtual void configure(int64_t key_dim, int64_t value_dim, int64_t& key_row_bytes, int64_t& value_row_bytes) = 0;
-  virtual void encode_key(const float* x, uint8_t* out) const = 0;
-  virtual void decode_key(const uint8_t* in, float* x) const = 0;
-  virtual void encode_value(const float* x, uint8_t* out) const = 0;
-  // Decodes a value row into the domain the read attends over (read_domain_value's domain).
-  virtual void decode_value_for_read(const uint8_t* in, float* x) const = 0;
-  // Decodes a value row into the values' own domain.
-  virtual void decode_value(const uint8_t* in, float* x) const { decode_value_for_read(in, x); }
-  // Maps an unquantized value row into the read's domain (identity unless values are read rotated).
-  virtual void read_domain_value(float* x) const {}
-  // Maps one attention-output row [Dv] from the read's domain back to the values' domain.
-  virtual void finish_output_row(float* x) const {}
-  virtual bool read_needs_finish() const { return false; }
+  // Called once, at the first store: checks the head dims and fixes the codecs' dims.
+  virtual void configure(int64_t key_dim, int64_t value_dim) = 0;
+  // TurboQuant's deferred read for windows (values attended rotated); decode steps always read rotated.
+  virtual bool deferred_values() const { return false; }
 
   int64_t key_dim_ = 0, value_dim_ = 0;
 
  private:
   void check_append(const Tensor& k, const Tensor& v) const;
   void ensure_configured(const Tensor& k, const Tensor& v);
-  Tensor decode_prefix(bool keys, bool read_domain, int64_t extra) const;
-  bool on_device() const { return device_keys_.defined(); }
-  void store_on_device(const Tensor& k, const Tensor& v);
-  // The first n stored positions' packed key (or value) rows, u8 [n, B, Hkv, row bytes]: a view of the
-  // host storage (no copy), valid until it next grows or shrinks, as an AttentionRead is.
-  Tensor host_rows(bool keys, int64_t n) const;
-  void grow_device(int64_t need, const Device& device);  // capacity >= need; the prefix moves over
+  void grow(int64_t need, const Device& device);  // capacity >= need; the prefix moves over
   std::unique_ptr<AttentionRead> append_step(const Tensor& k, const Tensor& v);
-  std::unique_ptr<AttentionRead> append_on_device(const Tensor& k, const Tensor& v, AppendPhase phase);
-  Tensor device_rows(bool keys) const;  // [offset, B, Hkv, row bytes] view of the device storage
+  Tensor rows(bool keys, int64_t n) const;  // [n, B, Hkv, row bytes] view of the first n stored positions
 
   int64_t batch_ = 0, heads_ = 0, rows_ = 0;  // rows_ = batch_ * heads_
   int64_t key_row_bytes_ = 0, value_row_bytes_ = 0;
   int64_t offset_ = 0;
   const DeviceStep* step_ = nullptr;
-  std::vector<uint8_t> keys_, values_;  // [capacity, B, Hkv, row bytes] on the CPU (offset positions stored)
-  Tensor device_keys_, device_values_;  // u8 [capacity, B, Hkv, row bytes] on a CUDA device
+  Tensor keys_, values_;  // u8 [capacity, B, Hkv, row bytes] (offset positions stored)
 };
 
 }  // namespace tern

@@ -1,8 +1,5 @@
-// TurboQuantKVCache: the codec hooks of QuantizedKVCache for TurboQuant keys and values.
+// TurboQuantKVCache: the configuration of QuantizedKVCache for TurboQuant keys and values.
 #include "tern/state/turboquant_kv_cache.h"
-
-#include <algorithm>
-#include <vector>
 
 #include "tern/base/error.h"
 #include "tern/ops/turboquant.h"
@@ -22,34 +19,10 @@ std::string TurboQuantKVCache::signature() const {
   return "kv:turboquant:k" + std::to_string(key_bits_) + "v" + std::to_string(value_bits_);
 }
 
-void TurboQuantKVCache::configure(int64_t key_dim, int64_t value_dim, int64_t& key_row_bytes,
-                                  int64_t& value_row_bytes) {
+void TurboQuantKVCache::configure(int64_t key_dim, int64_t value_dim) {
   TERN_CHECK(key_dim % turboquant::kGroup == 0 && key_dim <= 512,
              "[kv-cache] turboquant keys expect head_dim a multiple of 32 (at most 512), got {}", key_dim);
   turboquant::signs(value_dim);  // throws unless value_dim is a power of two in [32, 512]
-  key_row_bytes = turboquant::key_row_bytes(key_dim);
-  value_row_bytes = turboquant::value_row_bytes(value_bits_, value_dim);
 }
-
-void TurboQuantKVCache::encode_key(const float* x, uint8_t* out) const { turboquant::encode_key(x, key_dim_, out); }
-
-void TurboQuantKVCache::decode_key(const uint8_t* in, float* x) const { turboquant::decode_key(in, key_dim_, x); }
-
-void TurboQuantKVCache::encode_value(const float* x, uint8_t* out) const {
-  turboquant::encode_value(x, value_dim_, value_bits_, out);
-}
-
-void TurboQuantKVCache::decode_value(const uint8_t* in, float* x) const {
-  turboquant::decode_value(in, value_dim_, value_bits_, x);
-}
-
-void TurboQuantKVCache::decode_value_for_read(const uint8_t* in, float* x) const {
-  if (deferred_) turboquant::decode_rotated_value(in, value_dim_, value_bits_, x);
-  else decode_value(in, x);
-}
-
-void TurboQuantKVCache::read_domain_value(float* x) const { turboquant::rotate(x, value_dim_); }
-
-void TurboQuantKVCache::finish_output_row(float* x) const { turboquant::unrotate(x, value_dim_); }
 
 }  // namespace tern

@@ -13,22 +13,14 @@ class TurboQuantKVCache : public QuantizedKVCache {
   // key_bits 8 (4 and 3 throw "not supported yet"); value_bits 2, 3, 4 or 8.
   TurboQuantKVCache(int key_bits, int value_bits, bool deferred_values);
   std::string signature() const override;
-  bool deferred_values() const { return deferred_; }
+  bool deferred_values() const override { return deferred_; }
   ops::KVRowCodec key_codec() const override { return {ops::KVRowCodec::turbo_key, key_bits_, 32, key_dim_}; }
   ops::KVRowCodec value_codec() const override {
     return {ops::KVRowCodec::turbo_value, value_bits_, 32, value_dim_};
   }
 
  protected:
-  void configure(int64_t key_dim, int64_t value_dim, int64_t& key_row_bytes, int64_t& value_row_bytes) override;
-  void encode_key(const float* x, uint8_t* out) const override;
-  void decode_key(const uint8_t* in, float* x) const override;
-  void encode_value(const float* x, uint8_t* out) const override;
-  void decode_value_for_read(const uint8_t* in, float* x) const override;
-  void decode_value(const uint8_t* in, float* x) const override;
-  void read_domain_value(float* x) const override;
-  void finish_output_row(float* x) const override;
-  bool read_needs_finish() const override { return deferred_; }
+  void configure(int64_t key_dim, int64_t value_dim) override;
 
  private:
   int key_bits_ = 8, value_bits_ = 3;

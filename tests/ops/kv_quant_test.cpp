@@ -1,6 +1,7 @@
 // Quantized KV row ops on the CPU: encode/decode against the row codecs one row at a time (layout
-// [L, B, H] of rows), and the decode attention against a naive dequantise-then-attend reference in
-// double precision (values decoded to their own domain: the op's rotated read must agree).
+// [L, B, H] of rows), the decode attention against a naive dequantise-then-attend reference in
+// double precision (values decoded to their own domain: the op's rotated read must agree), and the
+// window attention against decode-then-sdpa under the causal and sliding-window masks.
 #include "tern/ops/kv_quant.h"
 
 #include <gtest/gtest.h>
@@ -198,6 +199,53 @@ TEST(KVQuant, DecodeAttentionWithLengthsAndSoftcapMatchesDecodeThenSdpa) {
   }
 }
 
+// A window of L queries over S packed positions plus the L appended ones: the decode-then-sdpa
+// composition under the causal mask (and a sliding window), for windows longer than the op's query
+// tile, GQA, a soft cap, an empty prefix, and both TurboQuant reads (rotated, or decoded values).
+TEST(KVQuant, WindowAttentionMatchesDecodeThenMaskedSdpa) {
+  struct Case {
+    int64_t B, Hq, Hkv, S, L, D, window;
+    float softcap;
+  };
+  for (const Case& cs :
+       {Case{1, 4, 2, 37, 9, 64, 0, 0.0f}, Case{2, 6, 2, 150, 70, 64, 0, 3.0f}, Case{1, 4, 1, 0, 20, 128, 0, 0.0f},
+        Case{2, 4, 2, 15, 40, 64, 16, 0.0f}, Case{1, 2, 2, 300, 130, 32, 100, 0.0f}}) {
+    const KVRowCodec pairs[][2] = {
+        {{KVRowCodec::affine, 8, 32, cs.D}, {KVRowCodec::affine, 8, 32, cs.D}},
+        {{KVRowCodec::affine, 4, 32, cs.D}, {KVRowCodec::affine, 4, 32, cs.D}},
+        {{KVRowCodec::turbo_key, 8, 32, cs.D}, {KVRowCodec::turbo_value, 3, 32, cs.D}},
+    };
+    for (const auto& p : pairs)
+      for (bool deferred : {false, true}) {
+        Tensor k = randn({cs.B, cs.Hkv, cs.S, cs.D}, 31), v = randn({cs.B, cs.Hkv, cs.S, cs.D}, 32);
+        Tensor kr = Tensor::empty({cs.S, cs.B, cs.Hkv, p[0].row_bytes()}, Dtype::u8);
+        Tensor vr = Tensor::empty({cs.S, cs.B, cs.Hkv, p[1].row_bytes()}, Dtype::u8);
+        ops::kv_encode(k, p[0], kr);
+        ops::kv_encode(v, p[1], vr);
+        Tensor q = randn({cs.B, cs.Hq, cs.L, cs.D}, 33);
+        Tensor kn = randn({cs.B, cs.Hkv, cs.L, cs.D}, 34), vn = randn({cs.B, cs.Hkv, cs.L, cs.D}, 35);
+        const float scale = 1.0f / std::sqrt(float(cs.D));
+        Tensor got = ops::kv_window_attention(q, kr, p[0], vr, p[1], kn, vn, scale, cs.softcap, cs.window, deferred);
+        ASSERT_EQ(got.shape(), Shape({cs.B, cs.Hq, cs.L, cs.D}));
+        Tensor kw = kn, vw = vn;
+        if (cs.S > 0) {
+          kw = ops::concat({ops::kv_decode(kr, p[0], Dtype::f32), kn}, 2);
+          vw = ops::concat({ops::kv_decode(vr, p[1], Dtype::f32), vn}, 2);
+        }
+        ops::AttentionMask mask;
+        mask.causal = true;
+        mask.q_offset = cs.S;
+        mask.window = cs.window;
+        Tensor want = ops::sdpa(q, kw, vw, scale, mask, cs.softcap).contiguous();
+        double worst = 0;
+        for (int64_t i = 0; i < want.numel(); ++i)
+          worst = std::max(worst, std::fabs(double(got.data<float>()[i]) - want.data<float>()[i]));
+        EXPECT_LT(worst, 2e-5) << "S " << cs.S << " L " << cs.L << " window " << cs.window << " value kind "
+                               << p[1].kind << " deferred " << deferred;
+      }
+  }
+}
+
 TEST(KVQuant, RejectsBadCodecsAndShapes) {
   EXPECT_THROW((KVRowCodec{KVRowCodec::affine, 3, 64, 64}.row_bytes()), Error);
   EXPECT_THROW((KVRowCodec{KVRowCodec::affine, 4, 64, 96}.row_bytes()), Error);
@@ -208,6 +256,15 @@ TEST(KVQuant, RejectsBadCodecsAndShapes) {
   EXPECT_THROW(ops::kv_encode(randn({1, 2, 3, 64}, 1), c, rows), Error);
   Tensor empty_rows = Tensor::empty({0, 1, 2, c.row_bytes()}, Dtype::u8);
   EXPECT_THROW(ops::kv_decode_attention(randn({1, 2, 1, 64}, 1), empty_rows, c, empty_rows, c, Tensor(), Tensor(), 1.0f),
+               Error);
+  // A window needs its own L keys and values, and a non-negative window.
+  EXPECT_THROW(
+      ops::kv_window_attention(randn({1, 2, 3, 64}, 1), empty_rows, c, empty_rows, c, Tensor(), Tensor(), 1.0f), Error);
+  EXPECT_THROW(ops::kv_window_attention(randn({1, 2, 3, 64}, 1), empty_rows, c, empty_rows, c, randn({1, 2, 2, 64}, 2),
+                                        randn({1, 2, 2, 64}, 3), 1.0f),
+               Error);
+  EXPECT_THROW(ops::kv_window_attention(randn({1, 2, 3, 64}, 1), empty_rows, c, empty_rows, c, randn({1, 2, 3, 64}, 2),
+                                        randn({1, 2, 3, 64}, 3), 1.0f, 0.0f, -1),
                Error);
 }
 

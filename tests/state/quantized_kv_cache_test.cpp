@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <random>
 
+#include "tern/ops/affine_codec.h"
 #include "tern/ops/kv_quant.h"
 #include "tern/state/affine_kv_cache.h"
 #include "tern/state/kv_cache_options.h"

@@ -1,0 +1,66 @@
+// The packed reads: the kv_quant attention ops behind the AttentionRead contract.
+#include "tern/state/packed_read.h"
+
+namespace tern {
+namespace {
+
+class PackedRead : public AttentionRead {
+ public:
+  PackedRead(Tensor k_rows, Tensor v_rows, ops::KVRowCodec kc, ops::KVRowCodec vc, Tensor k, Tensor v)
+      : k_rows_(std::move(k_rows)), v_rows_(std::move(v_rows)), kc_(kc), vc_(vc), k_(std::move(k)), v_(std::move(v)) {}
+
+ protected:
+  Tensor k_rows_, v_rows_;
+  ops::KVRowCodec kc_, vc_;
+  Tensor k_, v_;
+};
+
+class DecodeRead : public PackedRead {
+ public:
+  DecodeRead(Tensor k_rows, Tensor v_rows, ops::KVRowCodec kc, ops::KVRowCodec vc, Tensor k, Tensor v, Tensor lengths)
+      : PackedRead(std::move(k_rows), std::move(v_rows), kc, vc, std::move(k), std::move(v)),
+        lengths_(std::move(lengths)) {}
+  Tensor attend(const Tensor& q, float scale, float softcap) const override {
+    return ops::kv_decode_attention(q, k_rows_, kc_, v_rows_, vc_, k_, v_, scale, softcap, lengths_);
+  }
+
+ private:
+  Tensor lengths_;
+};
+
+class WindowRead : public PackedRead {
+ public:
+  WindowRead(Tensor k_rows, Tensor v_rows, ops::KVRowCodec kc, ops::KVRowCodec vc, Tensor k, Tensor v, int64_t window,
+             bool deferred)
+      : PackedRead(std::move(k_rows), std::move(v_rows), kc, vc, std::move(k), std::move(v)),
+        window_(window),
+        deferred_(deferred) {}
+  Tensor attend(const Tensor& q, float scale, float softcap) const override {
+    return ops::kv_window_attention(q, k_rows_, kc_, v_rows_, vc_, k_, v_, scale, softcap, window_, deferred_);
+  }
+
+ private:
+  int64_t window_ = 0;
+  bool deferred_ = false;
+};
+
+}  // namespace
+
+bool packed_decode_supported(const ops::KVRowCodec& kc, const ops::KVRowCodec& vc) {
+  return kc.dim == vc.dim && (kc.dim == 32 || kc.dim == 64 || kc.dim == 128 || kc.dim == 256 || kc.dim == 512);
+}
+
+std::unique_ptr<AttentionRead> packed_decode_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& kc,
+                                                  const ops::KVRowCodec& vc, Tensor k, Tensor v, Tensor lengths) {
+  return std::make_unique<DecodeRead>(std::move(k_rows), std::move(v_rows), kc, vc, std::move(k), std::move(v),
+                                      std::move(lengths));
+}
+
+std::unique_ptr<AttentionRead> packed_window_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& kc,
+                                                  const ops::KVRowCodec& vc, Tensor k, Tensor v, int64_t window,
+                                                  bool deferred) {
+  return std::make_unique<WindowRead>(std::move(k_rows), std::move(v_rows), kc, vc, std::move(k), std::move(v), window,
+                                      deferred);
+}
+
+}  // namespace tern

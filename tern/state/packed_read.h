@@ -1,0 +1,30 @@
+// The reads of the quantized storages over their packed KV rows (tern/ops/kv_quant.h): a decode append
+// by the fused decode attention, a window append by the window attention, each over the stored rows
+// plus the appended positions as given.
+#pragma once
+#include <memory>
+
+#include "tern/ops/kv_quant.h"
+#include "tern/state/cache.h"
+
+namespace tern {
+
+// Head dims the fused decode attention takes on a device (else a decode append is read as a window).
+bool packed_decode_supported(const ops::KVRowCodec& key_codec, const ops::KVRowCodec& value_codec);
+
+// Attention of one query per row over k_rows / v_rows [S, B, Hkv, row bytes] (contiguous, S >= 0) and
+// the appended k [B, Hkv, 1, D] / v unquantized; with lengths ([B] i32, a compiled step's), row b reads
+// its first lengths[b] stored positions only. The tensors are held, not copied: the rows must stay
+// unchanged until the read is used (an AttentionRead lives until the storage's next append).
+std::unique_ptr<AttentionRead> packed_decode_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& key_codec,
+                                                  const ops::KVRowCodec& value_codec, Tensor k, Tensor v,
+                                                  Tensor lengths = Tensor());
+
+// Attention of the L appended queries over the S stored rows and the appended k / v [B, Hkv, L, D] under
+// the causal mask (and the last `window` keys per query when window > 0); TurboQuant values attended
+// rotated (deferred) or decoded (ops::kv_window_attention). Held as packed_decode_read's are.
+std::unique_ptr<AttentionRead> packed_window_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& key_codec,
+                                                  const ops::KVRowCodec& value_codec, Tensor k, Tensor v,
+                                                  int64_t window = 0, bool deferred = false);
+
+}  // namespace tern
