@@ -23,11 +23,13 @@ int64_t KVRowCodec::row_bytes() const {
                  group, dim);
       return AffineRowCodec::row_bytes(bits, group, dim);
     case turbo_key:
-      TERN_CHECK(bits == 8, "[kv-quant] expected turbo key bits 8, got {}", bits);
+      TERN_CHECK(bits == 8 || bits == 4 || bits == 3, "[kv-quant] expected turbo key bits 8, 4 or 3, got {}", bits);
       TERN_CHECK(group == turboquant::kGroup && dim % group == 0 && dim <= 512,
                  "[kv-quant] expected turbo keys of group 32 and dim a multiple of 32 (at most 512), got {} and {}",
                  group, dim);
-      return turboquant::key_row_bytes(dim);
+      if (bits == 8) return turboquant::key_row_bytes(dim);
+      turboquant::signs(dim);  // rotated keys: dim a power of two in [32, 512]
+      return turboquant::value_row_bytes(bits, dim);
     case turbo_value:
       TERN_CHECK(bits == 2 || bits == 3 || bits == 4 || bits == 8, "[kv-quant] expected turbo value bits 2, 3, 4 or 8, got {}",
                  bits);
@@ -39,6 +41,13 @@ int64_t KVRowCodec::row_bytes() const {
 }
 
 namespace {
+
+// TurboQuant keys of 4 or 3 bits have no CUDA kernels yet.
+void check_device_codec(const Device& device, const KVRowCodec& codec) {
+  TERN_CHECK(!device.is_cuda() || codec.kind != KVRowCodec::turbo_key || codec.bits == 8,
+             "[kv-quant] TurboQuant keys of {} bits are not implemented on CUDA yet (use turbo:k8v<V> there)",
+             codec.bits);
+}
 
 void check_rows(const Tensor& rows, const KVRowCodec& codec, const char* what) {
   TERN_CHECK(rows.dtype() == Dtype::u8 && rows.rank() == 4 && rows.is_contiguous(),
@@ -55,6 +64,7 @@ void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows) {
              "[kv-quant] expected a float x of rank 4 [B, H, L, dim], got {}", x.defined() ? shape_str(x.shape()) : "none");
   TERN_CHECK(x.size(3) == codec.dim, "[kv-quant] expected x rows of {} values, got {}", codec.dim, x.size(3));
   check_rows(rows, codec, "encode rows");
+  check_device_codec(x.device(), codec);
   TERN_CHECK(rows.size(0) == x.size(2) && rows.size(1) == x.size(0) && rows.size(2) == x.size(1),
              "[kv-quant] expected rows [{}, {}, {}, ..] for x {}, got {}", x.size(2), x.size(0), x.size(1),
              shape_str(x.shape()), shape_str(rows.shape()));
@@ -67,6 +77,7 @@ void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows) {
 
 Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool unrotate) {
   check_rows(rows, codec, "rows");
+  check_device_codec(rows.device(), codec);
   TERN_CHECK(is_floating(dtype), "[kv-quant] expected a float decode dtype, got {}", dtype_name(dtype));
   Tensor out = Tensor::empty({rows.size(1), rows.size(2), rows.size(0), codec.dim}, dtype, rows.device());
   if (out.numel() == 0) return out;
@@ -84,6 +95,7 @@ Tensor kv_window_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
              "[kv-quant] expected a key codec for keys and a value codec for values");
   check_rows(k_rows, key_codec, "key rows");
   check_rows(v_rows, value_codec, "value rows");
+  check_device_codec(q.device(), key_codec);
   const int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), S = k_rows.size(0), Hkv = k_rows.size(2);
   TERN_CHECK(key_codec.dim == q.size(3), "[kv-quant] expected key rows of the query's head_dim {}, got {}", q.size(3),
              key_codec.dim);
@@ -130,6 +142,7 @@ Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
              "[kv-quant] expected a key codec for keys and a value codec for values");
   check_rows(k_rows, key_codec, "key rows");
   check_rows(v_rows, value_codec, "value rows");
+  check_device_codec(q.device(), key_codec);
   const int64_t B = q.size(0), Hq = q.size(1), S = k_rows.size(0), Hkv = k_rows.size(2);
   TERN_CHECK(key_codec.dim == q.size(3), "[kv-quant] expected key rows of the query's head_dim {}, got {}", q.size(3),
              key_codec.dim);

@@ -7,15 +7,20 @@
 namespace tern::ops {
 
 // The codec of one packed row of `dim` values.
+// turbo_key rows of 8 bits are signed int8 per group; of 4 or 3 bits they are TurboQuant_mse, coded
+// as values are (rotated, RMS per group, Lloyd-Max indices), and a read takes their dot products in
+// the rotated domain (the rotation is orthogonal, so q.k = rotate(q).rotate(k)).
 struct KVRowCodec {
   enum Kind : int { affine = 0, turbo_key = 1, turbo_value = 2 };
   Kind kind = affine;
-  int bits = 8;        // affine: 4 or 8; turbo_key: 8; turbo_value: 2, 3, 4 or 8
+  int bits = 8;        // affine: 4 or 8; turbo_key: 8, 4 or 3; turbo_value: 2, 3, 4 or 8
   int64_t group = 64;  // affine: 32, 64 or 128; turbo kinds: 32
   int64_t dim = 0;
 
   // Packed bytes of one row; throws tern::Error for an invalid codec (bits, group, dim).
   int64_t row_bytes() const;
+  // Rows coded in the rotated domain (TurboQuant values, and keys of 4 or 3 bits).
+  bool rotated() const { return kind == turbo_value || (kind == turbo_key && bits != 8); }
 };
 
 // Encodes x [B, H, L, dim] (f32/bf16/f16, any strides) into rows, a contiguous u8 tensor
@@ -24,7 +29,8 @@ struct KVRowCodec {
 void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows);
 
 // rows [S, B, H, row_bytes] u8 (contiguous) -> [B, H, S, dim] in dtype (f32/bf16/f16) on rows' device.
-// turbo_value rows decode to the values' own domain when unrotate, else stay rotated.
+// Rotated rows (codec.rotated()) decode to their own domain when unrotate, else stay rotated.
+// TurboQuant keys of 4 or 3 bits are CPU-only for now: every op throws for them on CUDA.
 Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool unrotate = true);
 
 // Decode attention over packed storage: q [B, Hq, 1, D] (f32/bf16/f16) attends, with no mask, to S packed

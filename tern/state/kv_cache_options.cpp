@@ -5,6 +5,7 @@
 
 #include "tern/base/error.h"
 #include "tern/ops/affine_codec.h"
+#include "tern/ops/kv_quant.h"
 #include "tern/ops/turboquant.h"
 #include "tern/state/affine_kv_cache.h"
 #include "tern/state/affine_ring_kv_cache.h"
@@ -33,15 +34,15 @@ KVScheme parse_kv_scheme(const std::string& kind) {
     const std::string spec = kind.substr(6);
     TERN_CHECK(std::sscanf(spec.c_str(), "k%dv%d%n", &kb, &vb, &used) == 2 && used == static_cast<int>(spec.size()),
                "[kv-cache] expected turbo:k<K>v<V> (e.g. turbo:k8v3), got '{}'", kind);
-    TERN_CHECK(kb != 4 && kb != 3, "[kv-cache] turbo keys of {} bits are not supported yet (use k8), got '{}'", kb, kind);
-    TERN_CHECK(kb == 8, "[kv-cache] expected turbo key bits 8, got '{}'", kind);
+    TERN_CHECK(kb == 8 || kb == 4 || kb == 3, "[kv-cache] expected turbo key bits 8, 4 or 3, got '{}'", kind);
     TERN_CHECK(vb == 2 || vb == 3 || vb == 4 || vb == 8, "[kv-cache] expected turbo value bits 2, 3, 4 or 8, got '{}'",
                kind);
     s.key_bits = kb;
     s.value_bits = vb;
     return s;
   }
-  TERN_THROW("[kv-cache] unsupported storage '{}' (supported: bf16, affine8, affine4, turbo, turbo:k8v<2|3|4|8>)", kind);
+  TERN_THROW("[kv-cache] unsupported storage '{}' (supported: bf16, affine8, affine4, turbo, turbo:k<8|4|3>v<2|3|4|8>)",
+             kind);
 }
 
 void KVCacheOptions::validate() const {
@@ -65,7 +66,9 @@ int64_t kv_bytes_per_token(const KVCacheOptions& options, const KVLayerInfo& lay
   if (s.type == KVScheme::affine)
     return n_head_kv * (AffineRowCodec::row_bytes(s.key_bits, options.group, head_dim) +
                         AffineRowCodec::row_bytes(s.value_bits, options.group, value_dim));
-  return n_head_kv * (turboquant::key_row_bytes(head_dim) + turboquant::value_row_bytes(s.value_bits, value_dim));
+  return n_head_kv *
+         (ops::KVRowCodec{ops::KVRowCodec::turbo_key, s.key_bits, turboquant::kGroup, head_dim}.row_bytes() +
+          turboquant::value_row_bytes(s.value_bits, value_dim));
 }
 
 std::unique_ptr<KVCache> make_kv_cache(const KVCacheOptions& options, const KVLayerInfo& layer) {

@@ -1,5 +1,7 @@
-// TurboQuant KV storage, signature "kv:turboquant:k<K>v<V>" (K = 8; V in {2, 3, 4, 8}): keys int8 per
-// group of 32, values rotated and Lloyd-Max coded (tern/ops/turboquant.h). Two reads, fixed per
+// TurboQuant KV storage, signature "kv:turboquant:k<K>v<V>" (K in {8, 4, 3}; V in {2, 3, 4, 8}): keys
+// int8 per group of 32 (K = 8) or, as the paper's TurboQuant_mse (K = 4, 3), rotated and Lloyd-Max coded
+// as values are; values rotated and Lloyd-Max coded (tern/ops/turboquant.h). Keys of 4 or 3 bits are
+// CPU-only for now. Two reads, fixed per
 // cache: decoded (values rotated back to their own domain, ordinary attention) or deferred (attention
 // over the still-rotated values, then one inverse rotation per output row; attention is linear in V).
 #pragma once
@@ -10,7 +12,7 @@ namespace tern {
 class TurboQuantKVCache : public QuantizedKVCache {
  public:
   const char* kind_name() const override { return "turboquant"; }
-  // key_bits 8 (4 and 3 throw "not supported yet"); value_bits 2, 3, 4 or 8.
+  // key_bits 8, 4 or 3; value_bits 2, 3, 4 or 8.
   TurboQuantKVCache(int key_bits, int value_bits, bool deferred_values);
   std::string signature() const override;
   bool deferred_values() const override { return deferred_; }

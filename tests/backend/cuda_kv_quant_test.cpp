@@ -233,6 +233,22 @@ TEST_F(CudaKVQuant, WholeCacheMatchesCpu) {
     }
 }
 
+// TurboQuant keys of 4 or 3 bits have no CUDA kernels yet: every op says so instead of running.
+TEST_F(CudaKVQuant, RotatedKeysAreRefusedWithOneClearError) {
+  const KVRowCodec kc{KVRowCodec::turbo_key, 4, 32, 64}, vc{KVRowCodec::turbo_value, 4, 32, 64};
+  Tensor x = randn({1, 2, 3, 64}, 1).to(kGpu);
+  Tensor rows = Tensor::empty({3, 1, 2, kc.row_bytes()}, Dtype::u8, kGpu);
+  try {
+    ops::kv_encode(x, kc, rows);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not implemented on CUDA yet"), std::string::npos) << e.what();
+  }
+  Tensor vrows = Tensor::empty({3, 1, 2, vc.row_bytes()}, Dtype::u8, kGpu);
+  EXPECT_THROW(
+      ops::kv_decode_attention(randn({1, 2, 1, 64}, 2).to(kGpu), rows, kc, vrows, vc, Tensor(), Tensor(), 1.0f), Error);
+}
+
 // The affine ring of a sliding layer (window 64, wrapped by the 300-position prefill), before and
 // after its bf16-first transition.
 TEST_F(CudaKVQuant, AffineRingMatchesCpu) {

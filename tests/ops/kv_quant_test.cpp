@@ -34,20 +34,23 @@ std::vector<KVRowCodec> codecs(int64_t dim) {
   for (int bits : {4, 8})
     for (int64_t g : {32, 64, 128})
       if (dim % g == 0) c.push_back({KVRowCodec::affine, bits, g, dim});
-  c.push_back({KVRowCodec::turbo_key, 8, 32, dim});
+  for (int bits : {8, 4, 3}) c.push_back({KVRowCodec::turbo_key, bits, 32, dim});
   for (int bits : {2, 3, 4, 8}) c.push_back({KVRowCodec::turbo_value, bits, 32, dim});
   return c;
 }
 
+// Keys of 4 or 3 bits are TurboQuant_mse: the value codec's rows.
 void encode_one(const KVRowCodec& c, const float* x, uint8_t* out) {
   if (c.kind == KVRowCodec::affine) AffineRowCodec{c.bits, c.group, c.dim}.encode(x, out);
-  else if (c.kind == KVRowCodec::turbo_key) turboquant::encode_key(x, c.dim, out);
+  else if (c.kind == KVRowCodec::turbo_key && c.bits == 8)
+    turboquant::encode_key(x, c.dim, out);
   else turboquant::encode_value(x, c.dim, c.bits, out);
 }
 
 void decode_one(const KVRowCodec& c, const uint8_t* in, float* x) {
   if (c.kind == KVRowCodec::affine) AffineRowCodec{c.bits, c.group, c.dim}.decode(in, x);
-  else if (c.kind == KVRowCodec::turbo_key) turboquant::decode_key(in, c.dim, x);
+  else if (c.kind == KVRowCodec::turbo_key && c.bits == 8)
+    turboquant::decode_key(in, c.dim, x);
   else turboquant::decode_value(in, c.dim, c.bits, x);
 }
 
@@ -84,7 +87,8 @@ TEST(KVQuant, DecodeMatchesCodecAndRotatedReadStaysRotated) {
       for (int64_t h = 0; h < H; ++h) {
         const uint8_t* row = rows.data<uint8_t>() + (l * H + h) * c.row_bytes();
         decode_one(c, row, want.data());
-        if (c.kind == KVRowCodec::turbo_value) turboquant::decode_rotated_value(row, D, c.bits, rot.data());
+        if (c.rotated())
+          turboquant::decode_rotated_value(row, D, c.bits, rot.data());
         else rot = want;
         for (int64_t i = 0; i < D; ++i) {
           ASSERT_EQ(y.data<float>()[(h * L + l) * D + i], want[i]);
@@ -140,6 +144,8 @@ TEST(KVQuant, DecodeAttentionMatchesNaiveDequantiseThenAttend) {
         {{KVRowCodec::affine, 4, 32, cs.D}, {KVRowCodec::affine, 4, 32, cs.D}},
         {{KVRowCodec::turbo_key, 8, 32, cs.D}, {KVRowCodec::turbo_value, 3, 32, cs.D}},
         {{KVRowCodec::turbo_key, 8, 32, cs.D}, {KVRowCodec::turbo_value, 8, 32, cs.D}},
+        {{KVRowCodec::turbo_key, 4, 32, cs.D}, {KVRowCodec::turbo_value, 4, 32, cs.D}},
+        {{KVRowCodec::turbo_key, 3, 32, cs.D}, {KVRowCodec::affine, 8, 64, cs.D}},
     };
     for (const auto& p : pairs) {
       Tensor k = randn({cs.B, cs.Hkv, cs.S, cs.D}, 11), v = randn({cs.B, cs.Hkv, cs.S, cs.D}, 12);
@@ -214,6 +220,7 @@ TEST(KVQuant, WindowAttentionMatchesDecodeThenMaskedSdpa) {
         {{KVRowCodec::affine, 8, 32, cs.D}, {KVRowCodec::affine, 8, 32, cs.D}},
         {{KVRowCodec::affine, 4, 32, cs.D}, {KVRowCodec::affine, 4, 32, cs.D}},
         {{KVRowCodec::turbo_key, 8, 32, cs.D}, {KVRowCodec::turbo_value, 3, 32, cs.D}},
+        {{KVRowCodec::turbo_key, 4, 32, cs.D}, {KVRowCodec::turbo_value, 4, 32, cs.D}},
     };
     for (const auto& p : pairs)
       for (bool deferred : {false, true}) {

@@ -95,9 +95,11 @@ TEST(QuantizedKVCache, AttentionNmseAgainstPlainPerScheme) {
   // Unit Gaussians, logits of unit spread: the output NMSE is about the value distortion plus as much
   // again from the key distortion. Affine b bits over 64 Gaussians: step ~ 4.9 / (2^b - 1), error
   // step^2 / 12 for keys and values (affine8 ~6e-5, affine4 ~1.7e-2); TurboQuant: int8 keys ~3e-5 and
-  // the Lloyd-Max distortion of V bits (k8v8 ~7e-5, k8v4 ~9.5e-3, k8v3 ~3.5e-2, k8v2 ~0.12).
-  const SchemeBound schemes[] = {{"affine8", 1e-4},    {"affine4", 2.5e-2}, {"turbo:k8v8", 1.5e-4},
-                                 {"turbo:k8v4", 1.5e-2}, {"turbo", 5e-2},     {"turbo:k8v2", 0.18}};
+  // the Lloyd-Max distortion of V bits (k8v8 ~7e-5, k8v4 ~9.5e-3, k8v3 ~3.5e-2, k8v2 ~0.12); rotated
+  // TurboQuant_mse keys of K bits add the Lloyd-Max distortion of K bits (k4v4 ~1.9e-2, k3v3 ~7e-2).
+  const SchemeBound schemes[] = {{"affine8", 1e-4},      {"affine4", 2.5e-2}, {"turbo:k8v8", 1.5e-4},
+                                 {"turbo:k8v4", 1.5e-2}, {"turbo", 5e-2},     {"turbo:k8v2", 0.18},
+                                 {"turbo:k4v4", 3e-2},   {"turbo:k3v3", 0.1}};
   Tensor k = randn({1, 2, 112, 64}, 1), v = randn({1, 2, 112, 64}, 2), q = randn({1, 4, 16, 64}, 3);
   PlainKVCache plain;
   Tensor want = window_read(plain, k, v, q);
@@ -112,7 +114,7 @@ TEST(QuantizedKVCache, AttentionNmseAgainstPlainPerScheme) {
 }
 
 TEST(QuantizedKVCache, DeferredReadEqualsDecodedRead) {
-  for (const char* kind : {"turbo", "turbo:k8v4", "turbo:k8v2"}) {
+  for (const char* kind : {"turbo", "turbo:k8v4", "turbo:k8v2", "turbo:k4v4", "turbo:k3v2"}) {
     Tensor k = randn({2, 2, 112, 64}, 4), v = randn({2, 2, 112, 64}, 5), q = randn({2, 6, 16, 64}, 6);
     auto decoded = make(kind, false), deferred = make(kind, true);
     Tensor a = window_read(*decoded, k, v, q), b = window_read(*deferred, k, v, q);
@@ -141,7 +143,9 @@ TEST(QuantizedKVCache, SignaturesAndBytesPerToken) {
                         {"affine4", 64, "kv:affine:4:64", 2 * (32 + 4)},
                         {"turbo", 64, "kv:turboquant:k8v3", (64 + 8) + (24 + 4)},
                         {"turbo:k8v4", 64, "kv:turboquant:k8v4", (64 + 8) + (32 + 4)},
-                        {"turbo:k8v2", 64, "kv:turboquant:k8v2", (64 + 8) + (16 + 4)}};
+                        {"turbo:k8v2", 64, "kv:turboquant:k8v2", (64 + 8) + (16 + 4)},
+                        {"turbo:k4v4", 64, "kv:turboquant:k4v4", (32 + 4) + (32 + 4)},
+                        {"turbo:k3v3", 64, "kv:turboquant:k3v3", (24 + 4) + (24 + 4)}};
   for (const Case& c : cases) {
     auto cache = make(c.kind, false, c.group);
     Tensor k = randn({1, 2, 5, 64}, 1), v = randn({1, 2, 5, 64}, 2);
@@ -220,8 +224,10 @@ TEST(KVCacheFactory, RejectsUnknownKindsAndBits) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(msg("turbo:k4v3").find("not supported yet"), std::string::npos);
-  EXPECT_NE(msg("turbo:k3v3").find("not supported yet"), std::string::npos);
+  EXPECT_NE(msg("turbo:k5v3").find("key bits 8, 4 or 3"), std::string::npos);
+  EXPECT_NE(msg("turbo:k2v3").find("key bits 8, 4 or 3"), std::string::npos);
+  EXPECT_EQ(msg("turbo:k4v3"), "no error");
+  EXPECT_EQ(msg("turbo:k3v3"), "no error");
   EXPECT_NE(msg("turbo:k8v5").find("value bits"), std::string::npos);
   EXPECT_NE(msg("turbo:k8").find("turbo:k<K>v<V>"), std::string::npos);
   EXPECT_NE(msg("affine3").find("unsupported storage"), std::string::npos);
@@ -237,6 +243,9 @@ TEST(KVCacheFactory, RejectsUnknownKindsAndBits) {
   EXPECT_THROW(c->append(randn({1, 1, 2, 64}, 1), randn({1, 1, 2, 64}, 2), AppendPhase::window), Error);
   auto t = make("turbo");
   EXPECT_THROW(t->append(randn({1, 1, 2, 96}, 1), randn({1, 1, 2, 96}, 2), AppendPhase::window), Error);
+  // rotated keys need a power-of-two head_dim as values do (int8 keys take any multiple of 32)
+  auto rk = make("turbo:k4v4");
+  EXPECT_THROW(rk->append(randn({1, 1, 2, 96}, 1), randn({1, 1, 2, 64}, 2), AppendPhase::window), Error);
 }
 
 // The cache's CPU decode read (decoded or deferred) agrees with the fused-read op over the same packed

@@ -1,6 +1,7 @@
 // The --kv-cache flags end to end: the demo model's perplexity and mean KL against the unquantized
 // cache for each storage (bounds from the KV-cache issue: affine8 <= +0.5 %, affine4 <= +8 %,
-// turbo:k8v4 <= +2.5 % and no worse than affine4, turbo (k8v3) <= +8 %), `tern info`'s bytes per
+// turbo:k8v4 <= +2.5 % and no worse than affine4, turbo (k8v3) <= +8 %; TurboQuant_mse keys k4v4 and
+// k3v3 reported, within +8 %), `tern info`'s bytes per
 // token, and one-line errors for bad values.
 #include <gtest/gtest.h>
 
@@ -74,7 +75,8 @@ TEST(KVCacheCli, DemoPerplexityWithinTheIssueBounds) {
   ASSERT_TRUE(base.logits.defined());
   EXPECT_NEAR(base.ppl, 76.10, 0.05);
   std::map<std::string, Scored> s;
-  for (const char* kind : {"affine8", "affine4", "turbo:k8v4", "turbo"}) s[kind] = score(kind);
+  for (const char* kind : {"affine8", "affine4", "turbo:k8v4", "turbo", "turbo:k4v4", "turbo:k3v3"})
+    s[kind] = score(kind);
   for (auto& [kind, r] : s) {
     ASSERT_TRUE(r.logits.defined()) << kind;
     std::printf("[ info     ] %-10s perplexity %.3f (%+.2f %%), mean KL vs bf16 %.3g\n", kind.c_str(), r.ppl,
@@ -89,6 +91,12 @@ TEST(KVCacheCli, DemoPerplexityWithinTheIssueBounds) {
   for (auto& [kind, r] : s) EXPECT_GT(mean_kl(base.logits, r.logits), 0.0) << kind;
   EXPECT_LT(mean_kl(base.logits, s["affine8"].logits), mean_kl(base.logits, s["affine4"].logits));
   EXPECT_LT(mean_kl(base.logits, s["turbo:k8v4"].logits), mean_kl(base.logits, s["turbo"].logits));
+  // TurboQuant_mse keys (no bound in the issue): within turbo's +8 %, and each key bit fewer moves the
+  // logits more than int8 keys under the same values.
+  EXPECT_LE(s["turbo:k4v4"].ppl, base.ppl * 1.08);
+  EXPECT_LE(s["turbo:k3v3"].ppl, base.ppl * 1.08);
+  EXPECT_LT(mean_kl(base.logits, s["turbo:k8v4"].logits), mean_kl(base.logits, s["turbo:k4v4"].logits));
+  EXPECT_LT(mean_kl(base.logits, s["turbo"].logits), mean_kl(base.logits, s["turbo:k3v3"].logits));
 }
 
 TEST(KVCacheCli, BoundaryAndStartKeepMoreUnquantized) {
@@ -106,11 +114,9 @@ TEST(KVCacheCli, BoundaryAndStartKeepMoreUnquantized) {
 
 TEST(KVCacheCli, InfoReportsBytesPerTokenAndTheContextThatFits) {
   // demo: 8 layers, 2 kv heads, head_dim 64; keys + values per layer and head
-  const std::map<std::string, int64_t> per_head = {{"bf16", 2 * 64 * 4},
-                                                   {"affine8", 2 * (64 + 4)},
-                                                   {"affine4", 2 * (32 + 4)},
-                                                   {"turbo", (64 + 8) + (24 + 4)},
-                                                   {"turbo:k8v4", (64 + 8) + (32 + 4)}};
+  const std::map<std::string, int64_t> per_head = {
+      {"bf16", 2 * 64 * 4},           {"affine8", 2 * (64 + 4)},           {"affine4", 2 * (32 + 4)},
+      {"turbo", (64 + 8) + (24 + 4)}, {"turbo:k8v4", (64 + 8) + (32 + 4)}, {"turbo:k4v4", (32 + 4) + (32 + 4)}};
   for (const auto& [kind, bytes] : per_head) {
     CliRun r = tern_cli("info " + kDemo + " --device cpu --json --memory 1GB --kv-cache " + kind);
     ASSERT_EQ(r.code, 0) << r.err;
@@ -134,7 +140,7 @@ void expect_one_line_error(const std::string& args, const std::string& needle) {
 TEST(KVCacheCli, BadValuesGetOneLine) {
   const std::string score = "score " + kDemo + " --ids 1,2,3 ";
   expect_one_line_error(score + "--kv-cache int8", "[kv-cache] unsupported storage 'int8'");
-  expect_one_line_error(score + "--kv-cache turbo:k4v3", "not supported yet");
+  expect_one_line_error(score + "--kv-cache turbo:k5v3", "key bits 8, 4 or 3");
   expect_one_line_error(score + "--kv-cache turbo:k8v5", "value bits 2, 3, 4 or 8");
   expect_one_line_error(score + "--kv-cache affine4 --kv-group 48", "group of 32, 64 or 128");
   expect_one_line_error(score + "--kv-start -1", "non-negative start");

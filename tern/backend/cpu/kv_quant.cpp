@@ -20,7 +20,12 @@ namespace {
 void encode_row(const ops::KVRowCodec& c, const float* x, uint8_t* out) {
   switch (c.kind) {
     case ops::KVRowCodec::affine: AffineRowCodec{c.bits, c.group, c.dim}.encode(x, out); return;
-    case ops::KVRowCodec::turbo_key: turboquant::encode_key(x, c.dim, out); return;
+    case ops::KVRowCodec::turbo_key:
+      if (c.bits == 8)
+        turboquant::encode_key(x, c.dim, out);
+      else
+        turboquant::encode_value(x, c.dim, c.bits, out);  // TurboQuant_mse: coded as values are
+      return;
     case ops::KVRowCodec::turbo_value: turboquant::encode_value(x, c.dim, c.bits, out); return;
   }
 }
@@ -28,7 +33,12 @@ void encode_row(const ops::KVRowCodec& c, const float* x, uint8_t* out) {
 void decode_row(const ops::KVRowCodec& c, bool unrotate, const uint8_t* in, float* x) {
   switch (c.kind) {
     case ops::KVRowCodec::affine: AffineRowCodec{c.bits, c.group, c.dim}.decode(in, x); return;
-    case ops::KVRowCodec::turbo_key: turboquant::decode_key(in, c.dim, x); return;
+    case ops::KVRowCodec::turbo_key:
+      if (c.bits == 8) {
+        turboquant::decode_key(in, c.dim, x);
+        return;
+      }
+      [[fallthrough]];
     case ops::KVRowCodec::turbo_value:
       if (unrotate) turboquant::decode_value(in, c.dim, c.bits, x);
       else turboquant::decode_rotated_value(in, c.dim, c.bits, x);
@@ -79,7 +89,8 @@ void packed_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCod
                       const std::vector<int64_t>& len, int64_t window, bool rotated_read, Tensor& out) {
   const int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), Hkv = k_rows.size(2), D = kc.dim, Dv = vc.dim;
   const int64_t G = Hq / Hkv, T = kn.defined() ? kn.size(2) : 0, krb = k_rows.size(3), vrb = v_rows.size(3);
-  const bool rotated = rotated_read && vc.kind == ops::KVRowCodec::turbo_value;
+  const bool rotated = rotated_read && vc.rotated();
+  const bool rotated_keys = kc.rotated();  // scores in the rotated domain: q rotated once per row
   auto hi_of = [&](int64_t b, int64_t i) { return len[b] + T - (L - 1 - i); };
   auto lo_of = [&](int64_t b, int64_t i) { return window > 0 ? std::max<int64_t>(0, hi_of(b, i) - window) : 0; };
   for (int64_t b = 0; b < B; ++b)
@@ -123,6 +134,7 @@ void packed_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCod
           const float* qr = qp + ((b * Hq + h * G + g) * L + i) * D;
           float* qd = qs.data() + (g * rows + i - i0) * D;
           for (int64_t c = 0; c < D; ++c) qd[c] = qr[c] * scale;
+          if (rotated_keys) turboquant::rotate(qd, D);
         }
       for (int64_t a = j0; a < j1; a += kKeys) {
         const int64_t e = std::min(j1, a + kKeys);
@@ -136,6 +148,7 @@ void packed_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCod
             const int64_t t = j - len[b];
             std::copy_n(kn.data<float>() + ((b * Hkv + h) * T + t) * D, D, kd);
             std::copy_n(vn.data<float>() + ((b * Hkv + h) * T + t) * Dv, Dv, vd);
+            if (rotated_keys) turboquant::rotate(kd, D);
             if (rotated) turboquant::rotate(vd, Dv);  // the read attends in the rotated domain
           }
         }
