@@ -67,6 +67,8 @@ std::vector<Kind> kinds() {
        [] { return std::make_unique<RingTransitionKVCache>(12, std::make_unique<AffineRingKVCache>(16, 4, 64)); }},
       {"turbo_k8v3",
        [] { return std::make_unique<TransitionKVCache>(5, std::make_unique<TurboQuantKVCache>(8, 3, false)); }},
+      {"turbo_k4v3",
+       [] { return std::make_unique<TransitionKVCache>(3, std::make_unique<TurboQuantKVCache>(4, 3, false)); }},
       {"turbo_k8v4_deferred",
        [] { return std::make_unique<TransitionKVCache>(0, std::make_unique<TurboQuantKVCache>(8, 4, true)); }},
   };
