@@ -57,6 +57,24 @@ void check_rows(const Tensor& rows, const KVRowCodec& codec, const char* what) {
              codec.row_bytes(), rows.size(3));
 }
 
+// The checks both attention reads share: codecs of the right kinds, the rows' layout [S, B, Hkv, ..]
+// alike for keys and values, the query's head_dim and B, and Hq % Hkv == 0.
+void check_attention_rows(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
+                          const KVRowCodec& value_codec) {
+  TERN_CHECK(key_codec.kind != KVRowCodec::turbo_value && value_codec.kind != KVRowCodec::turbo_key,
+             "[kv-quant] expected a key codec for keys and a value codec for values");
+  check_rows(k_rows, key_codec, "key rows");
+  check_rows(v_rows, value_codec, "value rows");
+  check_device_codec(q.device(), key_codec);
+  const int64_t B = q.size(0), Hq = q.size(1), S = k_rows.size(0), Hkv = k_rows.size(2);
+  TERN_CHECK(key_codec.dim == q.size(3), "[kv-quant] expected key rows of the query's head_dim {}, got {}", q.size(3),
+             key_codec.dim);
+  TERN_CHECK(v_rows.size(0) == S && k_rows.size(1) == B && v_rows.size(1) == B && v_rows.size(2) == Hkv,
+             "[kv-quant] expected key and value rows [S, {}, Hkv, ..] alike, got {} and {}", B,
+             shape_str(k_rows.shape()), shape_str(v_rows.shape()));
+  TERN_CHECK(Hkv > 0 && Hq % Hkv == 0, "[kv-quant] expected Hq % Hkv == 0, got {} and {}", Hq, Hkv);
+}
+
 }  // namespace
 
 void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows) {
@@ -91,18 +109,8 @@ Tensor kv_window_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
                            float softcap, int64_t window, bool deferred) {
   TERN_CHECK(q.defined() && is_floating(q.dtype()) && q.rank() == 4 && q.size(2) > 0,
              "[kv-quant] expected a float q [B, Hq, L > 0, D], got {}", q.defined() ? shape_str(q.shape()) : "none");
-  TERN_CHECK(key_codec.kind != KVRowCodec::turbo_value && value_codec.kind != KVRowCodec::turbo_key,
-             "[kv-quant] expected a key codec for keys and a value codec for values");
-  check_rows(k_rows, key_codec, "key rows");
-  check_rows(v_rows, value_codec, "value rows");
-  check_device_codec(q.device(), key_codec);
+  check_attention_rows(q, k_rows, key_codec, v_rows, value_codec);
   const int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), S = k_rows.size(0), Hkv = k_rows.size(2);
-  TERN_CHECK(key_codec.dim == q.size(3), "[kv-quant] expected key rows of the query's head_dim {}, got {}", q.size(3),
-             key_codec.dim);
-  TERN_CHECK(v_rows.size(0) == S && k_rows.size(1) == B && v_rows.size(1) == B && v_rows.size(2) == Hkv,
-             "[kv-quant] expected key and value rows [S, {}, Hkv, ..] alike, got {} and {}", B,
-             shape_str(k_rows.shape()), shape_str(v_rows.shape()));
-  TERN_CHECK(Hkv > 0 && Hq % Hkv == 0, "[kv-quant] expected Hq % Hkv == 0, got {} and {}", Hq, Hkv);
   TERN_CHECK(k_new.defined() && v_new.defined() && k_new.rank() == 4 && v_new.rank() == 4 &&
                  is_floating(k_new.dtype()) && k_new.dtype() == v_new.dtype() &&
                  k_new.shape() == Shape({B, Hkv, L, key_codec.dim}) &&
@@ -138,18 +146,8 @@ Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
                            float softcap, const Tensor& lengths) {
   TERN_CHECK(q.defined() && is_floating(q.dtype()) && q.rank() == 4 && q.size(2) == 1,
              "[kv-quant] expected a float q [B, Hq, 1, D], got {}", q.defined() ? shape_str(q.shape()) : "none");
-  TERN_CHECK(key_codec.kind != KVRowCodec::turbo_value && value_codec.kind != KVRowCodec::turbo_key,
-             "[kv-quant] expected a key codec for keys and a value codec for values");
-  check_rows(k_rows, key_codec, "key rows");
-  check_rows(v_rows, value_codec, "value rows");
-  check_device_codec(q.device(), key_codec);
+  check_attention_rows(q, k_rows, key_codec, v_rows, value_codec);
   const int64_t B = q.size(0), Hq = q.size(1), S = k_rows.size(0), Hkv = k_rows.size(2);
-  TERN_CHECK(key_codec.dim == q.size(3), "[kv-quant] expected key rows of the query's head_dim {}, got {}", q.size(3),
-             key_codec.dim);
-  TERN_CHECK(v_rows.size(0) == S && k_rows.size(1) == B && v_rows.size(1) == B && v_rows.size(2) == Hkv,
-             "[kv-quant] expected key and value rows [S, {}, Hkv, ..] alike, got {} and {}", B,
-             shape_str(k_rows.shape()), shape_str(v_rows.shape()));
-  TERN_CHECK(Hkv > 0 && Hq % Hkv == 0, "[kv-quant] expected Hq % Hkv == 0, got {} and {}", Hq, Hkv);
   TERN_CHECK(k_new.defined() == v_new.defined(), "[kv-quant] expected k_new and v_new both given or both not");
   int64_t T = 0;
   if (k_new.defined()) {

@@ -219,12 +219,7 @@ int64_t AffineRingKVCache::spec_round_rollback(int64_t keep) {
 void AffineRingKVCache::save(CacheWriter& out) const {
   out.put_string("kind", "affine_ring");
   out.put_string("signature", signature());
-  out.put_int("offset", offset_);
-  if (batch_ == 0) return;
-  out.put_int("batch", batch_);
-  out.put_int("heads", heads_);
-  out.put_int("key_dim", key_.dim);
-  out.put_int("value_dim", value_.dim);
+  put_row_layout(out, {offset_, batch_ > 0, batch_, heads_, key_.dim, value_.dim});
   if (stored() == 0) return;
   out.put_tensor("keys", rows_at(keys_, offset_ - stored(), stored()));
   out.put_tensor("values", rows_at(values_, offset_ - stored(), stored()));
@@ -234,19 +229,11 @@ void AffineRingKVCache::load(CacheReader& in) {
   TERN_CHECK(batch_ == 0 && offset_ == 0, "[prompt-cache] expected a fresh affine ring to load into");
   in.expect("kind", "affine_ring");
   in.expect("signature", signature());
-  const int64_t n = in.get_int("offset");
-  if (!in.has("batch")) {
-    if (n != 0) in.fail(fmt::format("{} positions stored without a row layout", n));
-    return;
-  }
-  const int64_t batch = in.get_int("batch"), heads = in.get_int("heads");
-  const int64_t key_dim = in.get_int("key_dim"), value_dim = in.get_int("value_dim");
-  if (batch <= 0 || heads <= 0 || n < 0 || key_dim <= 0 || value_dim <= 0 || key_dim % key_.group != 0 ||
-      value_dim % key_.group != 0 || key_dim > 1024 || value_dim > 1024)
-    in.fail(
-        fmt::format("expected a positive row layout with head dims multiples of the group {} (at most 1024), got "
-                    "batch {}, heads {}, dims {} / {}, offset {}",
-                    key_.group, batch, heads, key_dim, value_dim, n));
+  const PackedRowLayout l = get_row_layout(in);
+  if (!l.configured) return;
+  const int64_t n = l.offset, batch = l.batch, heads = l.heads, key_dim = l.key_dim, value_dim = l.value_dim;
+  if (key_dim % key_.group != 0 || value_dim % key_.group != 0)
+    in.fail(fmt::format("expected head dims multiples of the group {}, got {} / {}", key_.group, key_dim, value_dim));
   const int64_t held = std::min(n, window_);
   ops::KVRowCodec kc = key_, vc = value_;
   kc.dim = key_dim;

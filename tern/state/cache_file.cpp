@@ -159,6 +159,37 @@ void CacheReader::expect_activations(const std::string& what, Dtype stored) cons
 
 void CacheReader::fail(const std::string& what) const { TERN_THROW("[prompt-cache] {}: {}", where_, what); }
 
+void put_row_layout(CacheWriter& out, const PackedRowLayout& l) {
+  out.put_int("offset", l.offset);
+  if (!l.configured) return;
+  out.put_int("batch", l.batch);
+  out.put_int("heads", l.heads);
+  out.put_int("key_dim", l.key_dim);
+  out.put_int("value_dim", l.value_dim);
+}
+
+PackedRowLayout get_row_layout(const CacheReader& in) {
+  PackedRowLayout l;
+  l.offset = in.get_int("offset");
+  l.configured = in.has("batch");
+  if (!l.configured) {
+    if (l.offset != 0) in.fail(fmt::format("{} positions stored without a row layout", l.offset));
+    return l;
+  }
+  l.batch = in.get_int("batch");
+  l.heads = in.get_int("heads");
+  l.key_dim = in.get_int("key_dim");
+  l.value_dim = in.get_int("value_dim");
+  constexpr int64_t kMaxRows = int64_t{1} << 20;
+  if (l.offset < 0 || l.batch < 1 || l.batch > kMaxRows || l.heads < 1 || l.heads > kMaxRows || l.key_dim < 1 ||
+      l.key_dim > 1024 || l.value_dim < 1 || l.value_dim > 1024)
+    in.fail(
+        fmt::format("expected offset >= 0, batch and heads in [1, {}] and head dims in [1, 1024], got offset {}, "
+                    "batch {}, heads {}, dims {} / {}",
+                    kMaxRows, l.offset, l.batch, l.heads, l.key_dim, l.value_dim));
+  return l;
+}
+
 bool CacheReader::has(const std::string& name) const {
   for (const CacheEntry& e : entries_)
     if (e.name == prefix_ + name) return true;

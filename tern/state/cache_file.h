@@ -88,6 +88,18 @@ class CacheReader {
   std::optional<Dtype> activations_;
 };
 
+// The layout the quantized storages save beside their packed rows (the offset, and batch, heads and
+// head dims once configured).
+struct PackedRowLayout {
+  int64_t offset = 0;
+  bool configured = false;  // false: no rows stored, and offset must be 0
+  int64_t batch = 0, heads = 0, key_dim = 0, value_dim = 0;
+};
+void put_row_layout(CacheWriter& out, const PackedRowLayout& layout);
+// Reads it back, failing unless offset >= 0 (0 when unconfigured), batch and heads in [1, 2^20] and
+// both head dims in [1, 1024] (bounds that keep every size computed from them far from overflow).
+PackedRowLayout get_row_layout(const CacheReader& in);
+
 // Who may read a file: hashes computed by the caller (engine/CLI), compared as strings.
 struct CacheFileIdentity {
   std::string model;      // fingerprint of config.json and the weight headers

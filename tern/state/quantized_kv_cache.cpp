@@ -180,12 +180,8 @@ std::unique_ptr<AttentionRead> QuantizedKVCache::append_step(const Tensor& k_in,
 void QuantizedKVCache::save(CacheWriter& out) const {
   out.put_string("kind", "quantized");
   out.put_string("signature", signature());
-  out.put_int("offset", offset_);
+  put_row_layout(out, {offset_, rows_ > 0, batch_, heads_, key_dim_, value_dim_});
   if (rows_ == 0) return;
-  out.put_int("batch", batch_);
-  out.put_int("heads", heads_);
-  out.put_int("key_dim", key_dim_);
-  out.put_int("value_dim", value_dim_);
   out.put_int("key_row_bytes", key_row_bytes_);
   out.put_int("value_row_bytes", value_row_bytes_);
   // Persistence files hold host bytes: the packed rows of the stored prefix come over as they are.
@@ -200,30 +196,26 @@ void QuantizedKVCache::load(CacheReader& in) {
   TERN_CHECK(rows_ == 0 && offset_ == 0, "[prompt-cache] expected a fresh {} storage to load into", kind_name());
   in.expect("kind", "quantized");
   in.expect("signature", signature());
-  const int64_t n = in.get_int("offset");
-  if (!in.has("batch")) {
-    if (n != 0) in.fail(fmt::format("{} positions stored without a row layout", n));
-    return;
-  }
-  const int64_t batch = in.get_int("batch"), heads = in.get_int("heads");
-  const int64_t key_dim = in.get_int("key_dim"), value_dim = in.get_int("value_dim");
-  if (batch <= 0 || heads <= 0 || key_dim <= 0 || value_dim <= 0 || n < 0)
-    in.fail(fmt::format("expected a positive row layout, got batch {}, heads {}, dims {} / {}, offset {}", batch, heads,
-                        key_dim, value_dim, n));
-  configure(key_dim, value_dim);
-  key_dim_ = key_dim;
-  value_dim_ = value_dim;
-  const int64_t krb = key_codec().row_bytes(), vrb = value_codec().row_bytes();
+  const PackedRowLayout l = get_row_layout(in);
+  if (!l.configured) return;
+  configure(l.key_dim, l.value_dim);
+  key_dim_ = l.key_dim;
+  value_dim_ = l.value_dim;
+  const int64_t krb = key_codec().row_bytes(), vrb = value_codec().row_bytes(), n = l.offset;
   in.expect("key_row_bytes", krb);
   in.expect("value_row_bytes", vrb);
   std::vector<uint8_t> k = in.get_bytes("keys"), v = in.get_bytes("values");
-  const int64_t rows = batch * heads;
-  if (static_cast<int64_t>(k.size()) != n * rows * krb || static_cast<int64_t>(v.size()) != n * rows * vrb)
-    in.fail(fmt::format("expected {} and {} packed bytes for {} positions, got {} and {}", n * rows * krb,
-                        n * rows * vrb, n, k.size(), v.size()));
-  batch_ = batch;
-  heads_ = heads;
-  rows_ = rows;
+  // Sizes by division: n comes from the file and may be anything.
+  const int64_t kpos = l.batch * l.heads * krb, vpos = l.batch * l.heads * vrb;
+  const auto holds_n = [n](size_t bytes, int64_t per) {
+    return static_cast<int64_t>(bytes) % per == 0 && static_cast<int64_t>(bytes) / per == n;
+  };
+  if (!holds_n(k.size(), kpos) || !holds_n(v.size(), vpos))
+    in.fail(fmt::format("expected {} positions of {} and {} packed bytes, got {} and {} bytes", n, kpos, vpos, k.size(),
+                        v.size()));
+  batch_ = l.batch;
+  heads_ = l.heads;
+  rows_ = l.batch * l.heads;
   key_row_bytes_ = krb;
   value_row_bytes_ = vrb;
   grow(n, in.device());
@@ -231,7 +223,7 @@ void QuantizedKVCache::load(CacheReader& in) {
   if (n == 0) return;
   for (bool keys : {true, false}) {
     const std::vector<uint8_t>& bytes = keys ? k : v;
-    Tensor host = Tensor::empty({n, batch, heads, keys ? krb : vrb}, Dtype::u8);
+    Tensor host = Tensor::empty({n, l.batch, l.heads, keys ? krb : vrb}, Dtype::u8);
     std::memcpy(host.data_ptr(), bytes.data(), bytes.size());
     Tensor dst = (keys ? keys_ : values_).slice(0, 0, n);
     dst.copy_from(host);

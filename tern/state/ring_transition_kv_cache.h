@@ -17,36 +17,14 @@ class RingTransitionKVCache : public TransitionBase {
   // start >= 0; quantized: the (empty) ring the cache converts into, whose window the plain ring takes.
   RingTransitionKVCache(int64_t start, std::unique_ptr<AffineRingKVCache> quantized);
 
-  // The storage held now: the plain ring's signature before the transition, the affine ring's after.
-  std::string signature() const override;
-  int64_t offset() const override;
-  Tensor next_positions(int64_t n) const override;
-  // Whichever ring is held: trimmable until it has wrapped.
-  bool is_trimmable() const override;
-  int64_t trim(int64_t n) override;
-  // 0 before the transition; the transition point after it (positions before it were re-encoded).
-  int64_t minimum_reusable_offset() const override;
-  // Before the transition: start - offset (at least 1); after it, unlimited.
-  int64_t max_append_tokens() const override;
-  int64_t bytes() const override;
-  std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) override;
-  // Saves start, whether it converted and where, then the ring held now (plain or affine); load()
-  // checks start and the affine ring's signature.
-  void save(CacheWriter& out) const override;
-  void load(CacheReader& in) override;
-
-  bool converted() const { return converted_; }
-  int64_t transition_offset() const { return transition_; }
   const RingKVCache& plain() const { return plain_; }
   const AffineRingKVCache& quantized() const { return *quantized_; }
 
  private:
-  KVCache& held() override { return converted_ ? static_cast<KVCache&>(*quantized_) : plain_; }
-  void convert_if_due() override;
+  KVCache& plain_storage() override { return plain_; }
+  KVCache& quantized_storage() override { return *quantized_; }
+  void convert() override;
 
-  int64_t start_ = 0;
-  bool converted_ = false;
-  int64_t transition_ = 0;
   RingKVCache plain_;
   std::unique_ptr<AffineRingKVCache> quantized_;
 };

@@ -1,13 +1,23 @@
 // libFuzzer target: parse_cache_file on arbitrary bytes. For most inputs the prefix is repaired first
 // (magic, version, sizes, zero padding, both checksums) so the header parser itself is exercised.
 // Rejection must be a tern::Error; an accepted file must describe aligned blobs inside the payload
-// whose sizes match their shapes, and every tensor must read back.
+// whose sizes match their shapes, and every tensor must read back. Every record of an accepted file is
+// then loaded into a fresh cache of every storage kind: each load either succeeds or throws one
+// tern::Error (a hostile but well-formed record must never crash or over-allocate).
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
 
+#include "tern/state/affine_kv_cache.h"
+#include "tern/state/affine_ring_kv_cache.h"
 #include "tern/state/cache_file.h"
+#include "tern/state/plain_kv_cache.h"
+#include "tern/state/recurrent_cache.h"
+#include "tern/state/ring_kv_cache.h"
+#include "tern/state/ring_transition_kv_cache.h"
+#include "tern/state/transition_kv_cache.h"
+#include "tern/state/turboquant_kv_cache.h"
 
 namespace {
 
@@ -36,6 +46,34 @@ void repair(std::vector<uint8_t>& b) {
   put_u64(b.data() + 40, tern::fnv1a64(b.data() + payload_at, size - payload_at));
 }
 
+// One fresh cache of each storage kind (the configurations the unit tests save).
+std::unique_ptr<tern::Cache> make_storage(int kind) {
+  using namespace tern;
+  switch (kind) {
+    case 0:
+      return std::make_unique<PlainKVCache>();
+    case 1:
+      return std::make_unique<PlainKVCache>(8);
+    case 2:
+      return std::make_unique<RingKVCache>(16);
+    case 3:
+      return std::make_unique<TransitionKVCache>(0, std::make_unique<AffineKVCache>(4, 32));
+    case 4:
+      return std::make_unique<TransitionKVCache>(5, std::make_unique<TurboQuantKVCache>(8, 3, false));
+    case 5:
+      return std::make_unique<TransitionKVCache>(0, std::make_unique<TurboQuantKVCache>(4, 4, true));
+    case 6:
+      return std::make_unique<RingTransitionKVCache>(0, std::make_unique<AffineRingKVCache>(16, 8, 32));
+    case 7:
+      return std::make_unique<AffineRingKVCache>(16, 4, 32);
+    case 8:
+      return std::make_unique<AffineKVCache>(8, 64);
+    default:
+      return std::make_unique<RecurrentCache>(RecurrentShape{24, 4, 2, 8, 8});
+  }
+}
+constexpr int kStorages = 10;
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -63,5 +101,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       }
     }
   }
+  for (const tern::CacheFileRecord& r : f.records)
+    for (int kind = 0; kind < kStorages; ++kind) {
+      tern::CacheReader reader("fuzz", r.entries, f.payload);
+      std::unique_ptr<tern::Cache> cache = make_storage(kind);
+      try {
+        cache->load(reader);
+      } catch (const tern::Error&) {
+      }
+    }
   return 0;
 }

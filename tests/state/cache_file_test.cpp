@@ -12,6 +12,7 @@
 #include <random>
 
 #include "tern/state/affine_kv_cache.h"
+#include "tern/state/affine_ring_kv_cache.h"
 #include "tern/state/plain_kv_cache.h"
 #include "tern/state/recurrent_cache.h"
 #include "tern/state/ring_kv_cache.h"
@@ -300,6 +301,50 @@ TEST(CacheFile, StoragesWithoutPersistenceSaySo) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "[prompt-cache] storage kv:test does not support persistence yet");
   }
+}
+
+// A well-formed record with a hostile row layout (huge batch, negative offset, or a row count the
+// payload does not hold) is refused with one error before anything is allocated from it.
+TEST(CacheFile, HostileRowLayoutsAreRefused) {
+  struct Case {
+    int64_t offset, batch, heads;
+    const char* needle;
+  };
+  const Case cases[] = {{4, int64_t{1} << 40, 2, "batch and heads in [1, 1048576]"},
+                        {-3, 1, 2, "offset >= 0"},
+                        {int64_t{1} << 50, 1, 2, "positions of"}};
+  for (const Case& c : cases)
+    for (int storage = 0; storage < 2; ++storage) {
+      std::unique_ptr<KVCache> cache;
+      if (storage == 0) cache = std::make_unique<AffineKVCache>(8, 64);
+      else cache = std::make_unique<AffineRingKVCache>(16, 8, 64);
+      CacheWriter w;
+      w.put_string("kind", storage == 0 ? "quantized" : "affine_ring");
+      w.put_string("signature", cache->signature());
+      put_row_layout(w, {c.offset, true, c.batch, c.heads, 64, 64});
+      w.put_int("key_row_bytes", 68);
+      w.put_int("value_row_bytes", 68);
+      w.put_bytes("keys", std::vector<uint8_t>(2 * 68));
+      w.put_bytes("values", std::vector<uint8_t>(2 * 68));
+      std::vector<CacheEntry> entries = w.entries();
+      // Blobs read back from a payload: lay them out one after another.
+      std::vector<uint8_t> payload;
+      for (CacheEntry& e : entries) {
+        if (e.type != CacheEntry::bytes) continue;
+        e.offset = payload.size();
+        e.size = e.data.size();
+        payload.insert(payload.end(), e.data.begin(), e.data.end());
+      }
+      CacheReader in("hostile.tpc", entries, payload.data());
+      try {
+        cache->load(in);
+        ADD_FAILURE() << "expected an error for offset " << c.offset << " batch " << c.batch;
+      } catch (const Error& e) {
+        const std::string what = e.what();
+        EXPECT_NE(what.find("[prompt-cache] hostile.tpc"), std::string::npos) << what;
+        if (storage == 0 || c.batch > 1) EXPECT_NE(what.find(c.needle), std::string::npos) << what;
+      }
+    }
 }
 
 TEST(CacheFile, Fnv1aKnownValues) {
