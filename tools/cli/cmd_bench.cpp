@@ -53,7 +53,7 @@ int run_bench(int argc, char** argv) {
   const std::string graphs = a.get("cuda-graphs");
   TERN_CHECK(graphs == "on" || graphs == "off", "[bench] expected --cuda-graphs on or off, got '{}'", graphs);
   const KVCacheOptions kv = kv_cache_options(a);
-  LoadOptions opt = runtime_options(a);
+  LoadOptions opt = runtime_options(a, kv);
   LoadedModel m = load_for_cli(a.get("MODEL_DIR"), opt);
   const Model& model = *m.model;
   const int64_t vocab = model.vocab_size();

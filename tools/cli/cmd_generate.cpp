@@ -64,7 +64,7 @@ int run_generate(int argc, char** argv) {
   TERN_CHECK(a.has("ids") != a.has("PROMPT"), "[generate] expected exactly one of PROMPT or --ids");
 
   const KVCacheOptions kv = kv_cache_options(a);
-  LoadedModel m = load_for_cli(a.get("MODEL_DIR"), runtime_options(a));
+  LoadedModel m = load_for_cli(a.get("MODEL_DIR"), runtime_options(a, kv));
   std::vector<int32_t> prompt;
   if (a.has("ids")) {
     prompt = parse_ids(a.get("ids"));

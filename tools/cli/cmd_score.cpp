@@ -26,7 +26,7 @@ int run_score(int argc, char** argv) {
   TERN_CHECK(a.has("ids") != a.has("text-file"), "[score] expected exactly one of --ids or --text-file");
 
   const KVCacheOptions kv = kv_cache_options(a);
-  LoadedModel m = load_for_cli(a.get("MODEL_DIR"), runtime_options(a));
+  LoadedModel m = load_for_cli(a.get("MODEL_DIR"), runtime_options(a, kv));
   std::vector<int32_t> ids;
   if (a.has("ids")) {
     ids = parse_ids(a.get("ids"));

@@ -35,6 +35,12 @@ LoadOptions runtime_options(const Args& args) {
   return o;
 }
 
+LoadOptions runtime_options(const Args& args, const KVCacheOptions& kv) {
+  LoadOptions o = runtime_options(args);
+  kv.validate_on(o.device);
+  return o;
+}
+
 void add_kv_cache_flags(Args& args) {
   args.flag("kv-cache", "KIND",
             "KV storage: bf16 (plain), affine8, affine4, turbo (= turbo:k8v3) or turbo:k<8|4|3>v<2|3|4|8> (keys of 4 "

@@ -17,6 +17,8 @@ namespace tern::cli {
 void add_runtime_flags(Args& args);
 // Applies --threads and resolves --device (cpu | cuda | auto) into load options.
 LoadOptions runtime_options(const Args& args);
+// runtime_options, checking that the KV storage can live on the chosen device (commands that build caches).
+LoadOptions runtime_options(const Args& args, const KVCacheOptions& kv);
 
 struct LoadedModel {
   std::string dir;
