@@ -6,16 +6,11 @@
 #include <array>
 
 #include "tern/base/error.h"
-#include "tern/ops/elementwise.h"
 #include "tern/ops/index.h"
 #include "tern/state/cache_file.h"
 #include "tern/state/packed_read.h"
 
 namespace tern {
-namespace {
-Tensor as_f32(const Tensor& x) { return (x.dtype() == Dtype::f32 ? x : ops::cast(x, Dtype::f32)).contiguous(); }
-}  // namespace
-
 AffineRingKVCache::AffineRingKVCache(int64_t window, int bits, int64_t group) : window_(window) {
   TERN_CHECK(window > 0, "[kv-cache] expected a ring window > 0, got {}", window);
   TERN_CHECK(bits == 4 || bits == 8, "[kv-cache] expected affine bits of 4 or 8, got {}", bits);
@@ -158,16 +153,13 @@ std::unique_ptr<AttentionRead> AffineRingKVCache::append(const Tensor& k, const 
   const int64_t n = k.size(2);
   grow(std::min(offset_ + n, window_), k.device());
   // The read: the last window-1 stored positions (all a new query can still see), then the new ones as
-  // given (in f32 on the CPU, the activations' dtype on a device). The read views those rows, unless the
+  // given. The read views those rows, unless the
   // store below overwrites some of them (a window that wraps onto them): then it reads a copy.
   const int64_t prev = std::min(offset_, window_ - 1);
-  const Tensor kn = k.device().is_cpu() ? as_f32(k) : k, vn = v.device().is_cpu() ? as_f32(v) : v;
   Tensor k_rows = rows_at(keys_, offset_ - prev, prev), v_rows = rows_at(values_, offset_ - prev, prev);
   if (n > 1 && offset_ + n > window_) k_rows = k_rows.clone(), v_rows = v_rows.clone();
   std::unique_ptr<AttentionRead> read =
-      phase == AppendPhase::decode && (k.device().is_cpu() || packed_decode_supported(key_, value_))
-          ? packed_decode_read(std::move(k_rows), std::move(v_rows), key_, value_, kn, vn)
-          : packed_window_read(std::move(k_rows), std::move(v_rows), key_, value_, kn, vn, window_);
+      packed_read(std::move(k_rows), std::move(v_rows), key_, value_, k, v, phase, window_);
 
   const int64_t keep = std::min(n, window_);
   if (in_spec_round()) save_overwritten(n);

@@ -56,9 +56,11 @@ std::unique_ptr<AttentionRead> packed_decode_read(Tensor k_rows, Tensor v_rows, 
                                       std::move(lengths));
 }
 
-std::unique_ptr<AttentionRead> packed_window_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& kc,
-                                                  const ops::KVRowCodec& vc, Tensor k, Tensor v, int64_t window,
-                                                  bool deferred) {
+std::unique_ptr<AttentionRead> packed_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& kc,
+                                           const ops::KVRowCodec& vc, Tensor k, Tensor v, AppendPhase phase,
+                                           int64_t window, bool deferred) {
+  if (phase == AppendPhase::decode && (k.device().is_cpu() || packed_decode_supported(kc, vc)))
+    return packed_decode_read(std::move(k_rows), std::move(v_rows), kc, vc, std::move(k), std::move(v));
   return std::make_unique<WindowRead>(std::move(k_rows), std::move(v_rows), kc, vc, std::move(k), std::move(v), window,
                                       deferred);
 }

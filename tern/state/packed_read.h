@@ -9,7 +9,7 @@
 
 namespace tern {
 
-// Head dims the fused decode attention takes on a device (else a decode append is read as a window).
+// Head dims the fused decode attention takes on a device (else packed_read reads a decode append as a window).
 bool packed_decode_supported(const ops::KVRowCodec& key_codec, const ops::KVRowCodec& value_codec);
 
 // Attention of one query per row over k_rows / v_rows [S, B, Hkv, row bytes] (contiguous, S >= 0) and
@@ -20,11 +20,12 @@ std::unique_ptr<AttentionRead> packed_decode_read(Tensor k_rows, Tensor v_rows, 
                                                   const ops::KVRowCodec& value_codec, Tensor k, Tensor v,
                                                   Tensor lengths = Tensor());
 
-// Attention of the L appended queries over the S stored rows and the appended k / v [B, Hkv, L, D] under
-// the causal mask (and the last `window` keys per query when window > 0); TurboQuant values attended
-// rotated (deferred) or decoded (ops::kv_window_attention). Held as packed_decode_read's are.
-std::unique_ptr<AttentionRead> packed_window_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& key_codec,
-                                                  const ops::KVRowCodec& value_codec, Tensor k, Tensor v,
-                                                  int64_t window = 0, bool deferred = false);
+// The read of an append of k / v [B, Hkv, L, D] (as given) after the S stored rows: a decode append by
+// the fused decode attention where the rows' device takes the head dims (the CPU takes any), otherwise
+// the window attention under the causal mask (and the last `window` keys per query when window > 0),
+// TurboQuant values attended rotated (deferred) or decoded. Held as packed_decode_read's are.
+std::unique_ptr<AttentionRead> packed_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& key_codec,
+                                           const ops::KVRowCodec& value_codec, Tensor k, Tensor v, AppendPhase phase,
+                                           int64_t window = 0, bool deferred = false);
 
 }  // namespace tern

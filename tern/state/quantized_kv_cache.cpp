@@ -5,19 +5,11 @@
 #include <algorithm>
 #include <cstring>
 
-#include "tern/ops/elementwise.h"
 #include "tern/ops/index.h"
 #include "tern/state/cache_file.h"
 #include "tern/state/packed_read.h"
 
 namespace tern {
-namespace {
-// What a read takes the appended positions as: f32 on the CPU (as the CPU computes), else as given.
-Tensor read_dtype(const Tensor& x) {
-  return x.device().is_cpu() && x.dtype() != Dtype::f32 ? ops::cast(x, Dtype::f32) : x;
-}
-}  // namespace
-
 Tensor QuantizedKVCache::next_positions(int64_t n) const {
   if (step_) return step_->positions.view({step_->positions.size(0), 1});
   return uniform_positions(offset_, n);
@@ -107,26 +99,22 @@ Tensor QuantizedKVCache::dequantized_values() const {
   return ops::kv_decode(rows(false, offset_), value_codec(), Dtype::f32);
 }
 
-std::unique_ptr<AttentionRead> QuantizedKVCache::append(const Tensor& k_in, const Tensor& v_in, AppendPhase phase) {
-  check_append(k_in, v_in);
-  TERN_CHECK(phase == AppendPhase::window || k_in.size(2) == 1,
-             "[kv-cache] expected one position for a decode append, got {}", k_in.size(2));
+std::unique_ptr<AttentionRead> QuantizedKVCache::append(const Tensor& k, const Tensor& v, AppendPhase phase) {
+  check_append(k, v);
+  TERN_CHECK(phase == AppendPhase::window || k.size(2) == 1,
+             "[kv-cache] expected one position for a decode append, got {}", k.size(2));
   if (step_) {
     TERN_CHECK(phase == AppendPhase::decode,
                "[kv-cache] expected decode appends while a compiled decode step is attached, got a window");
-    return append_step(k_in, v_in);
+    return append_step(k, v);
   }
-  ensure_configured(k_in, v_in);
-  const bool cpu = k_in.device().is_cpu();
-  const Tensor k = read_dtype(k_in), v = read_dtype(v_in);
+  ensure_configured(k, v);
   const int64_t start = offset_;
   const ops::KVRowCodec kc = key_codec(), vc = value_codec();
   // The views of the stored rows are taken after store(), which may move the storage; the appended
   // positions lie past them.
   store(k, v);
-  if (phase == AppendPhase::decode && (cpu || packed_decode_supported(kc, vc)))
-    return packed_decode_read(rows(true, start), rows(false, start), kc, vc, k, v);
-  return packed_window_read(rows(true, start), rows(false, start), kc, vc, k, v, 0, deferred_values());
+  return packed_read(rows(true, start), rows(false, start), kc, vc, k, v, phase, 0, deferred_values());
 }
 
 int64_t QuantizedKVCache::capacity() const { return keys_.defined() ? keys_.size(0) : 0; }
@@ -161,10 +149,9 @@ void QuantizedKVCache::advance(int64_t n) {
   offset_ += n;
 }
 
-std::unique_ptr<AttentionRead> QuantizedKVCache::append_step(const Tensor& k_in, const Tensor& v_in) {
+std::unique_ptr<AttentionRead> QuantizedKVCache::append_step(const Tensor& k, const Tensor& v) {
   const DeviceStep& st = *step_;
   const ops::KVRowCodec kc = key_codec(), vc = value_codec();
-  const Tensor k = read_dtype(k_in), v = read_dtype(v_in);
   for (bool keys : {true, false}) {
     const ops::KVRowCodec& c = keys ? kc : vc;
     Tensor row = Tensor::empty({1, batch_, heads_, c.row_bytes()}, Dtype::u8, k.device());
