@@ -45,6 +45,22 @@ struct Gemma4Spec {
   float final_softcap = 0.0f;
 };
 
+// The per_layer_config entry of layer i, or nullptr. transformers writes the keys as layer indices,
+// zero-padded to the width of the largest ("05" of 42 layers, "2" of 6); every key must be one.
+const nlohmann::json* per_layer_entry(const nlohmann::json& overrides, int64_t i, const io::ModelConfig& c) {
+  const nlohmann::json* found = nullptr;
+  for (auto it = overrides.begin(); it != overrides.end(); ++it) {
+    const std::string& key = it.key();
+    const bool digits = !key.empty() && key.size() <= 9 && key.find_first_not_of("0123456789") == std::string::npos;
+    const int64_t index = digits ? std::stoll(key) : -1;
+    TERN_CHECK(digits && index < c.n_layer && it->is_object(),
+               "[config] {}: expected per_layer_config keys to be layer indices below {} with object values, got '{}'",
+               c.path, c.n_layer, key);
+    if (index == i) found = &*it;
+  }
+  return found;
+}
+
 Gemma4Spec parse_spec(const io::ModelConfig& c) {
   const io::JsonReader t(c.text, c.path, "");
   Gemma4Spec s;
@@ -73,11 +89,10 @@ Gemma4Spec parse_spec(const io::ModelConfig& c) {
     l.head_dim = c.head_dim;
     l.n_head_kv = c.n_head_kv;
     if (overrides && overrides->is_object()) {
-      auto it = overrides->find(std::to_string(i));
-      if (it != overrides->end()) {
-        const io::JsonReader o(*it, c.path, "per_layer_config." + std::to_string(i) + ".");
-        l.head_dim = o.opt_int("head_dim").value_or(l.head_dim);
-        l.n_head_kv = o.opt_int("num_key_value_heads").value_or(l.n_head_kv);
+      if (const nlohmann::json* o = per_layer_entry(*overrides, i, c)) {
+        const io::JsonReader r(*o, c.path, "per_layer_config." + std::to_string(i) + ".");
+        l.head_dim = r.opt_int("head_dim").value_or(l.head_dim);
+        l.n_head_kv = r.opt_int("num_key_value_heads").value_or(l.n_head_kv);
       }
     } else if (l.type == kFull) {
       l.head_dim = global_head_dim;
