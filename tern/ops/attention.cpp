@@ -13,7 +13,8 @@ namespace {
 
 bool is_float_dtype(Dtype d) { return d == Dtype::f32 || d == Dtype::bf16 || d == Dtype::f16; }
 
-// The widest q/k and v head the CUDA kernels take; wider heads go through sdpa_split_heads.
+// The widest q/k and v head every CUDA kernel takes; wider heads go through sdpa_split_heads unless the
+// tensor-core prefill takes them (cuda::sdpa_takes_wide_heads).
 constexpr int64_t kCudaMaxHeadDim = 256;
 
 Tensor f32_contiguous(const Tensor& t) { return (t.dtype() == Dtype::f32 ? t : cast(t, Dtype::f32)).contiguous(); }
@@ -66,7 +67,8 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, float scale, cons
   TERN_CHECK(softcap >= 0.0f && std::isfinite(softcap), "[sdpa] expected softcap >= 0, got {}", softcap);
   check_mask(mask, {b, hq, lq, lk}, q.device());
 
-  if (!q.device().is_cpu() && (d > kCudaMaxHeadDim || dv > kCudaMaxHeadDim)) {
+  if (!q.device().is_cpu() && (d > kCudaMaxHeadDim || dv > kCudaMaxHeadDim) &&
+      !cuda::sdpa_takes_wide_heads(q, k, v, mask)) {
     return sdpa_split_heads(q, k, v, scale, mask, softcap, kCudaMaxHeadDim);
   }
   Tensor out = Tensor::empty({b, hq, lq, dv}, q.dtype(), q.device());

@@ -25,11 +25,10 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, float scale, cons
             float softcap = 0.0f);
 
 // sdpa through calls of head dims <= max_dim, for backends with a head-dim limit (the CUDA kernels
-// take <= 256; sdpa routes wider heads, e.g. Gemma 4's 512, here): the scores of q/k dims past max_dim
-// are one f32 matmul handed to the kernel as an additive bias (masks stay the kernel's), and values
-// wider than max_dim are attended in slices (softmax weights do not depend on v). Same contract as
-// sdpa; throws "[sdpa] expected ..." for softcap > 0 with q/k dims past max_dim (the cap needs the
-// whole score).
+// take <= 256 but for the 512-dim prefill; sdpa routes other wider heads, e.g. Gemma 4's decode, here): the scores of
+// q/k dims past max_dim are one f32 matmul handed to the kernel as an additive bias (masks stay the kernel's), and
+// values wider than max_dim are attended in slices (softmax weights do not depend on v). Same contract as sdpa; throws
+// "[sdpa] expected ..." for softcap > 0 with q/k dims past max_dim (the cap needs the whole score).
 Tensor sdpa_split_heads(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const AttentionMask& mask,
                         float softcap, int64_t max_dim);
 
@@ -42,4 +41,7 @@ void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const 
 namespace tern::cuda {
 void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const ops::AttentionMask& mask,
           float softcap, Tensor& out);
+// Whether cuda::sdpa takes these heads wider than 256 itself (a tensor-core prefill of 512-dim heads);
+// else ops::sdpa splits them.
+bool sdpa_takes_wide_heads(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask);
 }

@@ -528,11 +528,15 @@ TEST_F(CudaOps, SdpaDecodeSplitK) {
   }
 }
 
-// Heads wider than the kernels' 256 (Gemma 4's full layers: 512) go through ops::sdpa_split_heads: the
-// dims past 256 as an f32 score bias, values in 256-wide slices.
+// Heads wider than the kernels' 256 (Gemma 4's full layers: 512): a bf16/f16 prefill of 512-dim heads
+// runs the tensor-core kernel (scores over all 512 dims, values in two launches); decode rows, f32, a
+// bias or other widths go through ops::sdpa_split_heads (the dims past 256 as an f32 score bias).
 TEST_F(CudaOps, SdpaWideHeads) {
   const AttnCase cases[] = {
       {1, 4, 2, 33, 33, 512, true, 0, 0, false, false, 0.0f},
+      {2, 8, 2, 130, 200, 512, true, 70, 0, true, false, 0.0f},
+      {1, 4, 1, 150, 150, 512, true, 0, 48, false, false, 0.0f},
+      {1, 2, 2, 20, 20, 512, true, 0, 0, false, true, 0.0f},
       {1, 4, 2, 1, 40, 512, true, 39, 0, false, false, 0.0f},
       {2, 8, 2, 5, 60, 512, true, 55, 16, true, false, 0.0f},
       {1, 2, 2, 9, 9, 320, false, 0, 0, false, true, 0.0f},
@@ -541,6 +545,8 @@ TEST_F(CudaOps, SdpaWideHeads) {
   for (Dtype dt : kFloat) {
     for (const auto& c : cases) check_sdpa(c, dt, seed += 10);
   }
+  // A soft cap needs the whole score: at 512 dims only the tensor-core kernel takes one.
+  check_sdpa({1, 2, 2, 64, 96, 512, false, 0, 0, false, false, 25.0f}, Dtype::bf16, seed += 10);
 }
 
 TEST_F(CudaOps, NoCudaMallocInSteadyState) {

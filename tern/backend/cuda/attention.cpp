@@ -1,6 +1,7 @@
 // CUDA scaled dot-product attention: validates, lays out the mask, and picks the kernel: tensor-core
 // flash-decoding when one kv head's query rows fit one mma tile (decode), the tensor-core flash
-// kernel for bf16/f16 prefill, else the row kernel with enough key splits to fill the GPU.
+// kernel for bf16/f16 prefill (the only one for heads of 512), else the row kernel with enough key
+// splits to fill the GPU.
 #include "tern/ops/attention.h"
 
 #include <algorithm>
@@ -23,7 +24,31 @@ int choose_splits(int64_t rows, int64_t keys) {
   return static_cast<int>(std::clamp<int64_t>(std::min(want, by_keys), 1, 64));
 }
 
+SdpaParams params(const Tensor& q, const Tensor& k, const Tensor& v) {
+  SdpaParams p;
+  p.B = q.size(0), p.Hq = q.size(1), p.Lq = q.size(2), p.D = q.size(3);
+  p.Hkv = k.size(1), p.Lk = k.size(2), p.Dv = v.size(3);
+  p.q = q.data_ptr();
+  p.k = k.data_ptr();
+  p.v = v.data_ptr();
+  for (int i = 0; i < 3; ++i) {
+    p.q_stride[i] = q.stride(i);
+    p.k_stride[i] = k.stride(i);
+    p.v_stride[i] = v.stride(i);
+  }
+  return p;
+}
+
+// Heads wider than 256 run only in the tensor-core prefill kernel.
+bool wide_ok(Dtype dt, const SdpaParams& p) { return p.Lq >= 16 && flash_eligible(dt, p); }
+
 }  // namespace
+
+bool sdpa_takes_wide_heads(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask) {
+  if (mask.bias.defined() || q.dtype() != k.dtype() || q.dtype() != v.dtype()) return false;
+  // The output is a fresh allocation, aligned like every allocation.
+  return wide_ok(q.dtype(), params(last_dim_contiguous(q), last_dim_contiguous(k), last_dim_contiguous(v)));
+}
 
 void sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scale, const ops::AttentionMask& mask,
           float softcap, Tensor& out) {
@@ -37,21 +62,10 @@ void sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scal
              "[sdpa] expected q, k, v of one dtype, got {}, {}, {}", dtype_name(q_in.dtype()),
              dtype_name(k_in.dtype()), dtype_name(v_in.dtype()));
   Tensor q = last_dim_contiguous(q_in), k = last_dim_contiguous(k_in), v = last_dim_contiguous(v_in);
-  SdpaParams p;
-  p.B = q.size(0), p.Hq = q.size(1), p.Lq = q.size(2), p.D = q.size(3);
-  p.Hkv = k.size(1), p.Lk = k.size(2), p.Dv = v.size(3);
+  SdpaParams p = params(q, k, v);
   if (out.numel() == 0) return;
-  TERN_CHECK(p.D <= 256 && p.Dv <= 256, "[sdpa] expected head dims <= 256 on cuda, got {} and {}", p.D, p.Dv);
   TERN_CHECK(p.Hkv > 0 && p.Hq % p.Hkv == 0, "[sdpa] expected Hq % Hkv == 0, got {} and {}", p.Hq, p.Hkv);
-  p.q = q.data_ptr();
-  p.k = k.data_ptr();
-  p.v = v.data_ptr();
   p.out = out.data_ptr();
-  for (int i = 0; i < 3; ++i) {
-    p.q_stride[i] = q.stride(i);
-    p.k_stride[i] = k.stride(i);
-    p.v_stride[i] = v.stride(i);
-  }
   p.scale = scale;
   p.softcap = softcap;
   p.causal = mask.causal;
@@ -73,6 +87,14 @@ void sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scal
     for (int i = 0; i < 4; ++i) p.bias_stride[i] = bias.stride(i);
   }
   const int64_t rows = p.B * p.Hq * p.Lq;
+  if (p.D > 256 || p.Dv > 256) {
+    TERN_CHECK(wide_ok(q.dtype(), p),
+               "[sdpa] expected head dims <= 256 on cuda, or a bf16/f16 prefill of >= 16 query rows with q/k/v dims "
+               "of 512 and no bias, got dims {} and {}, {} rows, {}",
+               p.D, p.Dv, p.Lq, dtype_name(q.dtype()));
+    launch_sdpa_flash(q.dtype(), p, stream());
+    return;
+  }
   const bool tensor_cores = flash_eligible(q.dtype(), p);
   const int64_t group_rows = (p.Hq / p.Hkv) * p.Lq;
   if (tensor_cores && group_rows <= 16) {

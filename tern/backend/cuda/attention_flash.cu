@@ -11,7 +11,7 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 bool flash_eligible(Dtype dt, const SdpaParams& p) {
   if (dt != Dtype::bf16 && dt != Dtype::f16) return false;
   if (p.bias || p.D != p.Dv) return false;
-  if (p.D != 64 && p.D != 128 && p.D != 256) return false;
+  if (p.D != 64 && p.D != 128 && p.D != 256 && p.D != 512) return false;
   if (!aligned16(p.q) || !aligned16(p.k) || !aligned16(p.v) || !aligned16(p.out)) return false;
   for (int i = 0; i < 3; ++i) {
     if (p.q_stride[i] % 8 || p.k_stride[i] % 8 || p.v_stride[i] % 8) return false;
@@ -23,7 +23,12 @@ void launch_sdpa_flash(Dtype dt, const SdpaParams& p, cudaStream_t s) {
   switch (p.D) {
     case 64: run_flash_64(dt, p, s); break;
     case 128: run_flash_128(dt, p, s); break;
-    default: run_flash_256(dt, p, s); break;
+    case 256:
+      run_flash_256(dt, p, s);
+      break;
+    default:
+      run_flash_512(dt, p, s);
+      break;
   }
 }
 

@@ -1,6 +1,6 @@
-// run_flash<HD, BN> / run_decode<HD, BN, STAGES>: the templated launchers of the tensor-core prefill and
-// decode kernels; each head dim is instantiated in its own attention_flash_<HD>.cu so the instances
-// compile in parallel.
+// run_flash<HD, BN[, HDV]> / run_decode<HD, BN, STAGES>: the templated launchers of the tensor-core prefill
+// and decode kernels; each head dim is instantiated in its own attention_flash_<HD>.cu so the instances
+// compile in parallel. With HDV < Dv the prefill runs once per HDV-wide slice of the values.
 #pragma once
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/attention_decode.cuh"
@@ -12,11 +12,11 @@
 
 namespace tern::cuda {
 
-template <typename T, int HD, int BN>
+template <typename T, int HD, int BN, int HDV>
 void run_flash_typed(const SdpaParams& p, cudaStream_t s) {
-  constexpr size_t smem = (kernels::kFlashM + 4 * BN) * (HD + 8) * sizeof(T);
+  constexpr size_t smem = ((kernels::kFlashM + 2 * BN) * (HD + 8) + 2 * BN * (HDV + 8)) * sizeof(T);
   static const bool configured = [] {
-    TERN_CUDA_CHECK(cudaFuncSetAttribute(kernels::attention_flash_kernel<T, HD, BN>,
+    TERN_CUDA_CHECK(cudaFuncSetAttribute(kernels::attention_flash_kernel<T, HD, BN, HDV>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     return true;
   }();
@@ -24,8 +24,7 @@ void run_flash_typed(const SdpaParams& p, cudaStream_t s) {
   kernels::FlashArgs a{};
   a.q = p.q;
   a.k = p.k;
-  a.v = p.v;
-  a.out = p.out;
+  a.os = p.Dv;
   a.Hq = p.Hq, a.Hkv = p.Hkv, a.Lq = p.Lq, a.Lk = p.Lk;
   for (int i = 0; i < 3; ++i) a.qs[i] = p.q_stride[i], a.ks[i] = p.k_stride[i], a.vs[i] = p.v_stride[i];
   a.scale = p.scale;
@@ -36,15 +35,19 @@ void run_flash_typed(const SdpaParams& p, cudaStream_t s) {
   a.kv_len = p.kv_len;
   dim3 grid(static_cast<unsigned>((p.Lq + kernels::kFlashM - 1) / kernels::kFlashM), static_cast<unsigned>(p.Hq),
             static_cast<unsigned>(p.B));
-  launch_kernel(kernels::attention_flash_kernel<T, HD, BN>, grid, kernels::kFlashWarps * 32, smem, s, a);
+  for (int64_t c = 0; c < p.Dv; c += HDV) {  // the value slices [c, c + HDV)
+    a.v = static_cast<const T*>(p.v) + c;
+    a.out = static_cast<T*>(p.out) + c;
+    launch_kernel(kernels::attention_flash_kernel<T, HD, BN, HDV>, grid, kernels::kFlashWarps * 32, smem, s, a);
+  }
 }
 
-template <int HD, int BN>
+template <int HD, int BN, int HDV = HD>
 void run_flash(Dtype dt, const SdpaParams& p, cudaStream_t s) {
   if (dt == Dtype::bf16) {
-    run_flash_typed<__nv_bfloat16, HD, BN>(p, s);
+    run_flash_typed<__nv_bfloat16, HD, BN, HDV>(p, s);
   } else {
-    run_flash_typed<__half, HD, BN>(p, s);
+    run_flash_typed<__half, HD, BN, HDV>(p, s);
   }
 }
 
@@ -96,6 +99,7 @@ void run_decode(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, c
 void run_flash_64(Dtype dt, const SdpaParams& p, cudaStream_t s);
 void run_flash_128(Dtype dt, const SdpaParams& p, cudaStream_t s);
 void run_flash_256(Dtype dt, const SdpaParams& p, cudaStream_t s);
+void run_flash_512(Dtype dt, const SdpaParams& p, cudaStream_t s);
 void run_decode_64(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s);
 void run_decode_128(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s);
 void run_decode_256(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s);

@@ -7,4 +7,6 @@ void sdpa(const Tensor&, const Tensor&, const Tensor&, float, const ops::Attenti
   throw Error("[sdpa] needs a CUDA build");
 }
 
+bool sdpa_takes_wide_heads(const Tensor&, const Tensor&, const Tensor&, const ops::AttentionMask&) { return false; }
+
 }  // namespace tern::cuda

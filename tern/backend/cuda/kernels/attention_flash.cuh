@@ -1,7 +1,9 @@
 // Flash-attention prefill on tensor cores (mma.sync m16n8k16, bf16/f16 in, f32 accumulate), FA2
 // style: a block owns 64 query rows of one head (4 warps x 16 rows), walks the visible key tiles with
 // an online softmax kept in registers, and reads K/V of the query head's kv group (GQA). Masks:
-// causal with q_offset, sliding window, per-batch kv_len; optional logit softcap.
+// causal with q_offset, sliding window, per-batch kv_len; optional logit softcap. HD is the q/k head dim
+// and HDV the value dims one launch produces (HD itself, or a 256-wide slice of wider values: Gemma 4's
+// 512-dim heads take two launches, each recomputing the scores).
 #pragma once
 #include <type_traits>
 
@@ -13,7 +15,8 @@ struct FlashArgs {
   const void* q;
   const void* k;
   const void* v;
-  void* out;
+  void* out;  // rows of HDV elements at a stride of os: [B, Hq, Lq] rows
+  int64_t os;
   int64_t Hq, Hkv, Lq, Lk;
   int64_t qs[3], ks[3], vs[3];
   float scale, softcap;
@@ -124,14 +127,15 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-template <typename T, int HD, int BN>
+template <typename T, int HD, int BN, int HDV = HD>
 __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(FlashArgs a) {
   grid_dependency_wait();
   extern __shared__ __align__(16) unsigned char flash_smem[];
-  constexpr int kStride = HD + 8;
+  constexpr int kStride = HD + 8, kVStride = HDV + 8;
+  constexpr int kStage = BN * (kStride + kVStride);
   // Q, then two stages of (K, V): the next tile streams in while this one is computed.
   T* sq = reinterpret_cast<T*>(flash_smem);
-  T* const kv_base = sq + kFlashM * kStride;  // stage s: K at kv_base + 2 * BN * kStride * s, V after it
+  T* const kv_base = sq + kFlashM * kStride;  // stage s: K at kv_base + kStage * s, V after it
 
   const int64_t b = blockIdx.z, h = blockIdx.y;
   const int64_t hk = h / (a.Hq / a.Hkv);
@@ -161,17 +165,17 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
     row_lo[r] = a.window > 0 ? max(int64_t(0), row_i[r] + a.q_offset - a.window + 1) : 0;
   }
 
-  float o[HD / 8][4];
+  float o[HDV / 8][4];
 #pragma unroll
-  for (int i = 0; i < HD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  for (int i = 0; i < HDV / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
 
   const int64_t first = (lo_min / BN) * BN;
   auto issue = [&](int64_t n0, int stage) {
     const int valid = static_cast<int>(max(int64_t(0), min(static_cast<int64_t>(BN), a.Lk - n0)));
-    T* sk_dst = kv_base + stage * 2 * BN * kStride;
+    T* sk_dst = kv_base + stage * kStage;
     load_tile_async<T, HD>(sk_dst, kg + n0 * a.ks[2], a.ks[2], BN, valid);
-    load_tile_async<T, HD>(sk_dst + BN * kStride, vg + n0 * a.vs[2], a.vs[2], BN, valid);
+    load_tile_async<T, HDV>(sk_dst + BN * kStride, vg + n0 * a.vs[2], a.vs[2], BN, valid);
   };
   if (first < hi_max) issue(first, 0);
   cp_async_commit();  // group: Q and the first tile
@@ -181,7 +185,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
     cp_async_commit();
     cp_async_wait<1>();  // everything but the tile just issued has landed
     __syncthreads();
-    const T* sk = kv_base + stage * 2 * BN * kStride;
+    const T* sk = kv_base + stage * kStage;
     const T* sv = sk + BN * kStride;
 
     // S = Q K^T for the warp's 16 rows and BN keys.
@@ -230,7 +234,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
 #pragma unroll
     for (int r = 0; r < 2; ++r) row_l[r] = row_l[r] * corr[r] + tile_sum[r];
 #pragma unroll
-    for (int i = 0; i < HD / 8; ++i) {
+    for (int i = 0; i < HDV / 8; ++i) {
       o[i][0] *= corr[0];
       o[i][1] *= corr[0];
       o[i][2] *= corr[1];
@@ -246,10 +250,10 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
       pa[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
       pa[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 #pragma unroll
-      for (int dd = 0; dd < HD / 16; ++dd) {
+      for (int dd = 0; dd < HDV / 16; ++dd) {
         const int mi = lane >> 3, r = lane & 7;
         uint32_t b0, b1, b2, b3;
-        ldmatrix_x4_trans(b0, b1, b2, b3, sv + (kk * 16 + r + 8 * (mi & 1)) * kStride + dd * 16 + 8 * (mi >> 1));
+        ldmatrix_x4_trans(b0, b1, b2, b3, sv + (kk * 16 + r + 8 * (mi & 1)) * kVStride + dd * 16 + 8 * (mi >> 1));
         mma16816<T>(o[2 * dd], pa, b0, b1);
         mma16816<T>(o[2 * dd + 1], pa, b2, b3);
       }
@@ -267,13 +271,13 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     inv[r] = l > 0.0f ? 1.0f / l : 0.0f;
   }
-  T* og = static_cast<T*>(a.out) + ((b * a.Hq + h) * a.Lq) * HD;
+  T* og = static_cast<T*>(a.out) + ((b * a.Hq + h) * a.Lq) * a.os;
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     if (row_i[r] >= a.Lq) continue;
-    T* orow = og + row_i[r] * HD;
+    T* orow = og + row_i[r] * a.os;
 #pragma unroll
-    for (int i = 0; i < HD / 8; ++i) {
+    for (int i = 0; i < HDV / 8; ++i) {
       const int d = i * 8 + 2 * t;
       orow[d] = from_f32<T>(o[i][2 * r] * inv[r]);
       orow[d + 1] = from_f32<T>(o[i][2 * r + 1] * inv[r]);

@@ -1,0 +1,9 @@
+// Tensor-core prefill for head dim 512 (Gemma 4's full layers, bf16 and f16): scores over all 512 dims,
+// values in two 256-wide launches (a block's accumulators for 512 value dims would not fit its registers).
+#include "tern/backend/cuda/flash_launch.cuh"
+
+namespace tern::cuda {
+
+void run_flash_512(Dtype dt, const SdpaParams& p, cudaStream_t s) { run_flash<512, 32, 256>(dt, p, s); }
+
+}  // namespace tern::cuda
