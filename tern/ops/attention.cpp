@@ -14,7 +14,7 @@ namespace {
 bool is_float_dtype(Dtype d) { return d == Dtype::f32 || d == Dtype::bf16 || d == Dtype::f16; }
 
 // The widest q/k and v head every CUDA kernel takes; wider heads go through sdpa_split_heads unless the
-// tensor-core prefill takes them (cuda::sdpa_takes_wide_heads).
+// tensor-core kernels take them (cuda::sdpa_takes_wide_heads).
 constexpr int64_t kCudaMaxHeadDim = 256;
 
 Tensor f32_contiguous(const Tensor& t) { return (t.dtype() == Dtype::f32 ? t : cast(t, Dtype::f32)).contiguous(); }

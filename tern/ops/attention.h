@@ -25,7 +25,7 @@ Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, float scale, cons
             float softcap = 0.0f);
 
 // sdpa through calls of head dims <= max_dim, for backends with a head-dim limit (the CUDA kernels
-// take <= 256 but for the 512-dim prefill; sdpa routes other wider heads, e.g. Gemma 4's decode, here): the scores of
+// take <= 256, and 512 in bf16/f16 without a bias; sdpa routes the other wider heads here): the scores of
 // q/k dims past max_dim are one f32 matmul handed to the kernel as an additive bias (masks stay the kernel's), and
 // values wider than max_dim are attended in slices (softmax weights do not depend on v). Same contract as sdpa; throws
 // "[sdpa] expected ..." for softcap > 0 with q/k dims past max_dim (the cap needs the whole score).
@@ -41,7 +41,7 @@ void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const 
 namespace tern::cuda {
 void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const ops::AttentionMask& mask,
           float softcap, Tensor& out);
-// Whether cuda::sdpa takes these heads wider than 256 itself (a tensor-core prefill of 512-dim heads);
-// else ops::sdpa splits them.
+// Whether cuda::sdpa takes these heads wider than 256 itself (512-dim heads on tensor cores: a prefill of
+// >= 16 queries or flash-decoding of <= 16 query rows per kv head); else ops::sdpa splits them.
 bool sdpa_takes_wide_heads(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask);
 }

@@ -528,9 +528,10 @@ TEST_F(CudaOps, SdpaDecodeSplitK) {
   }
 }
 
-// Heads wider than the kernels' 256 (Gemma 4's full layers: 512): a bf16/f16 prefill of 512-dim heads
-// runs the tensor-core kernel (scores over all 512 dims, values in two launches); decode rows, f32, a
-// bias or other widths go through ops::sdpa_split_heads (the dims past 256 as an f32 score bias).
+// Heads wider than the kernels' 256 (Gemma 4's full layers: 512): bf16/f16 512-dim heads run the
+// tensor-core prefill and flash-decoding (scores over all 512 dims, values in two launches); f32, a
+// bias, other widths, or > 16 rows per kv head in < 16 queries go through ops::sdpa_split_heads (the
+// dims past 256 as an f32 score bias).
 TEST_F(CudaOps, SdpaWideHeads) {
   const AttnCase cases[] = {
       {1, 4, 2, 33, 33, 512, true, 0, 0, false, false, 0.0f},
@@ -538,6 +539,8 @@ TEST_F(CudaOps, SdpaWideHeads) {
       {1, 4, 1, 150, 150, 512, true, 0, 48, false, false, 0.0f},
       {1, 2, 2, 20, 20, 512, true, 0, 0, false, true, 0.0f},
       {1, 4, 2, 1, 40, 512, true, 39, 0, false, false, 0.0f},
+      {1, 8, 2, 1, 3000, 512, true, 2999, 0, false, false, 0.0f},
+      {2, 8, 2, 2, 1100, 512, true, 1098, 300, true, false, 0.0f},
       {2, 8, 2, 5, 60, 512, true, 55, 16, true, false, 0.0f},
       {1, 2, 2, 9, 9, 320, false, 0, 0, false, true, 0.0f},
   };
@@ -547,6 +550,7 @@ TEST_F(CudaOps, SdpaWideHeads) {
   }
   // A soft cap needs the whole score: at 512 dims only the tensor-core kernel takes one.
   check_sdpa({1, 2, 2, 64, 96, 512, false, 0, 0, false, false, 25.0f}, Dtype::bf16, seed += 10);
+  check_sdpa({1, 8, 2, 1, 2000, 512, true, 1999, 0, false, false, 25.0f}, Dtype::bf16, seed += 10);
 }
 
 TEST_F(CudaOps, NoCudaMallocInSteadyState) {

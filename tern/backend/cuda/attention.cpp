@@ -1,7 +1,7 @@
 // CUDA scaled dot-product attention: validates, lays out the mask, and picks the kernel: tensor-core
 // flash-decoding when one kv head's query rows fit one mma tile (decode), the tensor-core flash
-// kernel for bf16/f16 prefill (the only one for heads of 512), else the row kernel with enough key
-// splits to fill the GPU.
+// kernel for bf16/f16 prefill (with flash-decoding, the only ones for heads of 512), else the row kernel
+// with enough key splits to fill the GPU.
 #include "tern/ops/attention.h"
 
 #include <algorithm>
@@ -39,8 +39,13 @@ SdpaParams params(const Tensor& q, const Tensor& k, const Tensor& v) {
   return p;
 }
 
-// Heads wider than 256 run only in the tensor-core prefill kernel.
-bool wide_ok(Dtype dt, const SdpaParams& p) { return p.Lq >= 16 && flash_eligible(dt, p); }
+// Query rows of one kv head: at most 16 take flash-decoding.
+int64_t group_rows(const SdpaParams& p) { return (p.Hq / p.Hkv) * p.Lq; }
+
+// Heads wider than 256 run only in the tensor-core kernels: flash-decoding or a prefill of >= 16 rows.
+bool wide_ok(Dtype dt, const SdpaParams& p) {
+  return p.Hkv > 0 && (group_rows(p) <= 16 || p.Lq >= 16) && flash_eligible(dt, p);
+}
 
 }  // namespace
 
@@ -87,17 +92,13 @@ void sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scal
     for (int i = 0; i < 4; ++i) p.bias_stride[i] = bias.stride(i);
   }
   const int64_t rows = p.B * p.Hq * p.Lq;
-  if (p.D > 256 || p.Dv > 256) {
-    TERN_CHECK(wide_ok(q.dtype(), p),
-               "[sdpa] expected head dims <= 256 on cuda, or a bf16/f16 prefill of >= 16 query rows with q/k/v dims "
-               "of 512 and no bias, got dims {} and {}, {} rows, {}",
-               p.D, p.Dv, p.Lq, dtype_name(q.dtype()));
-    launch_sdpa_flash(q.dtype(), p, stream());
-    return;
-  }
+  const bool wide = p.D > 256 || p.Dv > 256;
+  TERN_CHECK(!wide || wide_ok(q.dtype(), p),
+             "[sdpa] expected head dims <= 256 on cuda, or bf16/f16 q/k/v dims of 512 with no bias and <= 16 query "
+             "rows per kv head or >= 16 queries, got dims {} and {}, {} queries, {}",
+             p.D, p.Dv, p.Lq, dtype_name(q.dtype()));
   const bool tensor_cores = flash_eligible(q.dtype(), p);
-  const int64_t group_rows = (p.Hq / p.Hkv) * p.Lq;
-  if (tensor_cores && group_rows <= 16) {
+  if (tensor_cores && group_rows(p) <= 16) {
     // Flash-decoding: blocks of (split, kv head, batch row); about three blocks per SM, each split
     // keeping at least one 32-key tile per warp.
     const int64_t sms = device_props().multiProcessorCount;

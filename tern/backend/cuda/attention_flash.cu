@@ -36,7 +36,12 @@ void launch_sdpa_decode(Dtype dt, const SdpaParams& p, int n_splits, float* work
   switch (p.D) {
     case 64: run_decode_64(dt, p, n_splits, workspace, s); break;
     case 128: run_decode_128(dt, p, n_splits, workspace, s); break;
-    default: run_decode_256(dt, p, n_splits, workspace, s); break;
+    case 256:
+      run_decode_256(dt, p, n_splits, workspace, s);
+      break;
+    default:
+      run_decode_512(dt, p, n_splits, workspace, s);
+      break;
   }
 }
 

@@ -39,7 +39,7 @@ void launch_sdpa_rows(Dtype dt, const SdpaParams& p, int n_splits, float* worksp
     }
     if (n_splits > 1) {
       launch_kernel(kernels::attention_combine_kernel<T>, static_cast<unsigned>(rows), 128, 0, s, workspace,
-                    static_cast<T*>(p.out), rows, p.Dv, n_splits);
+                    static_cast<T*>(p.out), rows, p.Dv, n_splits, p.Dv);
     }
   });
 }

@@ -1,6 +1,6 @@
-// run_flash<HD, BN[, HDV]> / run_decode<HD, BN, STAGES>: the templated launchers of the tensor-core prefill
+// run_flash<HD, BN[, HDV]> / run_decode<HD, BN, STAGES[, HDV]>: the templated launchers of the tensor-core prefill
 // and decode kernels; each head dim is instantiated in its own attention_flash_<HD>.cu so the instances
-// compile in parallel. With HDV < Dv the prefill runs once per HDV-wide slice of the values.
+// compile in parallel. With HDV < Dv each runs once per HDV-wide slice of the values.
 #pragma once
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/attention_decode.cuh"
@@ -51,14 +51,14 @@ void run_flash(Dtype dt, const SdpaParams& p, cudaStream_t s) {
   }
 }
 
-template <typename T, int HD, int BN, int STAGES>
+template <typename T, int HD, int BN, int STAGES, int HDV>
 void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s) {
   constexpr size_t q_bytes = 16 * (HD + 8) * sizeof(T);
-  constexpr size_t kv_bytes = kernels::kFlashWarps * STAGES * 2 * BN * (HD + 8) * sizeof(T);
-  constexpr size_t merge_bytes = (kernels::kFlashWarps * 16 * 2 + kernels::kFlashWarps * 16 * HD) * sizeof(float);
+  constexpr size_t kv_bytes = kernels::kFlashWarps * STAGES * BN * (HD + 8 + HDV + 8) * sizeof(T);
+  constexpr size_t merge_bytes = (kernels::kFlashWarps * 16 * 2 + kernels::kFlashWarps * 16 * HDV) * sizeof(float);
   constexpr size_t smem = q_bytes + (kv_bytes > merge_bytes ? kv_bytes : merge_bytes);
   static const bool configured = [] {
-    TERN_CUDA_CHECK(cudaFuncSetAttribute(kernels::attention_decode_kernel<T, HD, BN, STAGES>,
+    TERN_CUDA_CHECK(cudaFuncSetAttribute(kernels::attention_decode_kernel<T, HD, BN, STAGES, HDV>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     return true;
   }();
@@ -66,8 +66,7 @@ void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, cudaS
   kernels::DecodeArgs a{};
   a.q = p.q;
   a.k = p.k;
-  a.v = p.v;
-  a.out = p.out;
+  a.os = p.Dv;
   a.partial = workspace;
   a.Hq = p.Hq, a.Hkv = p.Hkv, a.Lq = p.Lq, a.Lk = p.Lk;
   for (int i = 0; i < 3; ++i) a.qs[i] = p.q_stride[i], a.ks[i] = p.k_stride[i], a.vs[i] = p.v_stride[i];
@@ -79,20 +78,26 @@ void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, cudaS
   a.kv_len = p.kv_len;
   a.n_splits = n_splits;
   dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
-  launch_kernel(kernels::attention_decode_kernel<T, HD, BN, STAGES>, grid, kernels::kFlashWarps * 32, smem, s, a);
-  if (n_splits > 1) {
-    const int64_t rows = p.B * p.Hq * p.Lq;
-    launch_kernel(kernels::attention_combine_kernel<T>, static_cast<unsigned>(rows), 128, 0, s, workspace,
-                  static_cast<T*>(p.out), rows, HD, n_splits);
+  const int64_t rows = p.B * p.Hq * p.Lq;
+  // The value slices [c, c + HDV) one after the other; each reuses the workspace (rows of HDV + 2).
+  for (int64_t c = 0; c < p.Dv; c += HDV) {
+    a.v = static_cast<const T*>(p.v) + c;
+    a.out = static_cast<T*>(p.out) + c;
+    launch_kernel(kernels::attention_decode_kernel<T, HD, BN, STAGES, HDV>, grid, kernels::kFlashWarps * 32, smem, s,
+                  a);
+    if (n_splits > 1) {
+      launch_kernel(kernels::attention_combine_kernel<T>, static_cast<unsigned>(rows), 128, 0, s, workspace,
+                    static_cast<T*>(a.out), rows, static_cast<int64_t>(HDV), n_splits, p.Dv);
+    }
   }
 }
 
-template <int HD, int BN, int STAGES>
+template <int HD, int BN, int STAGES, int HDV = HD>
 void run_decode(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s) {
   if (dt == Dtype::bf16) {
-    run_decode_typed<__nv_bfloat16, HD, BN, STAGES>(p, n_splits, workspace, s);
+    run_decode_typed<__nv_bfloat16, HD, BN, STAGES, HDV>(p, n_splits, workspace, s);
   } else {
-    run_decode_typed<__half, HD, BN, STAGES>(p, n_splits, workspace, s);
+    run_decode_typed<__half, HD, BN, STAGES, HDV>(p, n_splits, workspace, s);
   }
 }
 
@@ -103,5 +108,6 @@ void run_flash_512(Dtype dt, const SdpaParams& p, cudaStream_t s);
 void run_decode_64(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s);
 void run_decode_128(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s);
 void run_decode_256(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s);
+void run_decode_512(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s);
 
 }  // namespace tern::cuda

@@ -154,7 +154,7 @@ struct SdpaParams {
 // n_splits * B * Hq * Lq * (Dv + 2) floats when n_splits > 1.
 void launch_sdpa_rows(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s);
 // attention_flash*.cu: whether the tensor-core kernels handle a problem (bf16/f16, D == Dv in
-// {64, 128, 256, 512}, no bias, 16-byte aligned rows; 512 only in the prefill kernel, Lq >= 16).
+// {64, 128, 256, 512}, no bias, 16-byte aligned rows; 512 only with Lq >= 16 or <= 16 rows per kv head).
 bool flash_eligible(Dtype dt, const SdpaParams& p);
 // Tensor-core prefill (flash_eligible problems).
 void launch_sdpa_flash(Dtype dt, const SdpaParams& p, cudaStream_t s);

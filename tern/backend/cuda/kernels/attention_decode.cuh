@@ -2,7 +2,8 @@
 // 16 mma rows are the query rows that read that kv head (G query heads x Lq queries, <= 16), so K/V
 // are read once per kv head, not once per query head. The 4 warps walk disjoint key tiles with their
 // own online softmax, merge in shared memory, and write either the output (one split) or a partial
-// (acc, max, sum) that attention_combine_kernel merges.
+// (acc, max, sum) that attention_combine_kernel merges. HD is the q/k head dim, HDV the value dims one
+// launch produces (HD, or a 256-wide slice of Gemma 4's 512-dim values; each slice recomputes the scores).
 #pragma once
 #include "tern/backend/cuda/kernels/attention_flash.cuh"
 
@@ -12,8 +13,9 @@ struct DecodeArgs {
   const void* q;
   const void* k;
   const void* v;
-  void* out;
-  float* partial;  // [n_splits, B * Hq * Lq, HD + 2]
+  void* out;       // rows of HDV elements at a stride of os
+  float* partial;  // [n_splits, B * Hq * Lq, HDV + 2]
+  int64_t os;
   int64_t Hq, Hkv, Lq, Lk;
   int64_t qs[3], ks[3], vs[3];
   float scale, softcap;
@@ -129,20 +131,20 @@ __device__ __forceinline__ void decode_softmax(float (&s)[BN / 8][4], I n0, floa
   }
 }
 
-// One warp's flash-decoding step over BN keys [n0, n0 + BN) held in shared memory (rows of HD + 8
-// elements): the scores of the 16 mma query rows in sq (log2 domain, scaled and soft-capped), the
+// One warp's flash-decoding step over BN keys [n0, n0 + BN) held in shared memory (K rows of HD + 8
+// elements, V rows of HDV + 8): the scores of the 16 mma query rows in sq (log2 domain, scaled and soft-capped), the
 // mask, the online-softmax update of (row_m, row_l) and P V accumulated into o. The lane's query rows
 // are g and g + 8 (g = lane / 4); masked(rr, j) says whether key j is hidden from row g + 8 * rr.
-template <typename T, int HD, int BN, typename Masked>
-__device__ __forceinline__ void decode_tile(const T* sq, const T* sk, const T* sv, int64_t n0, float scale, float softcap,
-                                            float (&o)[HD / 8][4], float (&row_m)[2], float (&row_l)[2],
+template <typename T, int HD, int BN, int HDV = HD, typename Masked>
+__device__ __forceinline__ void decode_tile(const T* sq, const T* sk, const T* sv, int64_t n0, float scale,
+                                            float softcap, float (&o)[HDV / 8][4], float (&row_m)[2], float (&row_l)[2],
                                             Masked masked) {
-  constexpr int kStride = HD + 8;
+  constexpr int kVStride = HDV + 8;
   const int lane = threadIdx.x & 31;
   float s[BN / 8][4];
   warp_qk<T, HD, BN>(sq, sk, s);
 
-  decode_softmax<HD, BN>(s, n0, scale, softcap, o, row_m, row_l, masked);
+  decode_softmax<HDV, BN>(s, n0, scale, softcap, o, row_m, row_l, masked);
 #pragma unroll
   for (int kk = 0; kk < BN / 16; ++kk) {
     uint32_t pa[4];
@@ -151,10 +153,10 @@ __device__ __forceinline__ void decode_tile(const T* sq, const T* sk, const T* s
     pa[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
     pa[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
 #pragma unroll
-    for (int dd = 0; dd < HD / 16; ++dd) {
+    for (int dd = 0; dd < HDV / 16; ++dd) {
       const int mi = lane >> 3, r = lane & 7;
       uint32_t b0, b1, b2, b3;
-      ldmatrix_x4_trans(b0, b1, b2, b3, sv + (kk * 16 + r + 8 * (mi & 1)) * kStride + dd * 16 + 8 * (mi >> 1));
+      ldmatrix_x4_trans(b0, b1, b2, b3, sv + (kk * 16 + r + 8 * (mi & 1)) * kVStride + dd * 16 + 8 * (mi >> 1));
       mma16816<T>(o[2 * dd], pa, b0, b1);
       mma16816<T>(o[2 * dd + 1], pa, b2, b3);
     }
@@ -217,11 +219,11 @@ __device__ __forceinline__ void decode_merge(float* scratch, int R, const float 
 
 // STAGES 2: each warp's next K/V tile is in flight (cp.async) while the current one is read; 1: loaded
 // synchronously (for wide heads, whose double buffers would cost occupancy).
-template <typename T, int HD, int BN, int STAGES>
+template <typename T, int HD, int BN, int STAGES, int HDV = HD>
 __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(DecodeArgs a) {
   grid_dependency_wait();
   extern __shared__ __align__(16) unsigned char decode_smem[];
-  constexpr int kStride = HD + 8;
+  constexpr int kStride = HD + 8, kVOff = BN * kStride, kTile = BN * (kStride + HDV + 8);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2;
   const int64_t split = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
@@ -229,7 +231,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
   const int R = static_cast<int>(G * a.Lq);  // <= 16
 
   T* sq = reinterpret_cast<T*>(decode_smem);
-  T* tiles = sq + 16 * kStride + warp * STAGES * 2 * BN * kStride;  // per stage: K tile, then V tile
+  T* tiles = sq + 16 * kStride + warp * STAGES * kTile;  // per stage: K tile, then V tile
 
   // Query rows r = gi * Lq + i for query head hk * G + gi.
   for (int idx = threadIdx.x; idx < 16 * (HD / 8); idx += blockDim.x) {
@@ -266,9 +268,9 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
 
   const T* kg = static_cast<const T*>(a.k) + b * a.ks[0] + hk * a.ks[1];
   const T* vg = static_cast<const T*>(a.v) + b * a.vs[0] + hk * a.vs[1];
-  float o[HD / 8][4];
+  float o[HDV / 8][4];
 #pragma unroll
-  for (int i = 0; i < HD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  for (int i = 0; i < HDV / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
 
   // Keys past hi_max (<= kv_len) may be uninitialised storage (a compiled step reads a span of the
@@ -278,9 +280,9 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
   if constexpr (STAGES == 2) {
     auto issue = [&](int64_t n0, int buf) {
       const int valid = static_cast<int>(min(static_cast<int64_t>(BN), hi_max - n0));
-      T* sk = tiles + buf * 2 * BN * kStride;
+      T* sk = tiles + buf * kTile;
       warp_load_tile_async<T, HD>(sk, kg + n0 * a.ks[2], a.ks[2], BN, valid, lane);
-      warp_load_tile_async<T, HD>(sk + BN * kStride, vg + n0 * a.vs[2], a.vs[2], BN, valid, lane);
+      warp_load_tile_async<T, HDV>(sk + kVOff, vg + n0 * a.vs[2], a.vs[2], BN, valid, lane);
     };
     if (first < stop) issue(first, 0);
     cp_async_commit();
@@ -290,20 +292,20 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
       cp_async_commit();
       cp_async_wait<1>();
       __syncwarp();
-      const T* sk = tiles + buf * 2 * BN * kStride;
-      decode_tile<T, HD, BN>(sq, sk, sk + BN * kStride, n0, a.scale, a.softcap, o, row_m, row_l, masked);
+      const T* sk = tiles + buf * kTile;
+      decode_tile<T, HD, BN, HDV>(sq, sk, sk + kVOff, n0, a.scale, a.softcap, o, row_m, row_l, masked);
       __syncwarp();  // the buffer is refilled two tiles on
     }
     cp_async_wait<0>();
   } else {
     T* sk = tiles;
-    T* sv = tiles + BN * kStride;
+    T* sv = tiles + kVOff;
     for (int64_t n0 = first; n0 < stop; n0 += step) {
       const int valid = static_cast<int>(min(static_cast<int64_t>(BN), hi_max - n0));
       warp_load_tile<T, HD>(sk, kg + n0 * a.ks[2], a.ks[2], BN, valid, lane);
-      warp_load_tile<T, HD>(sv, vg + n0 * a.vs[2], a.vs[2], BN, valid, lane);
+      warp_load_tile<T, HDV>(sv, vg + n0 * a.vs[2], a.vs[2], BN, valid, lane);
       __syncwarp();
-      decode_tile<T, HD, BN>(sq, sk, sv, n0, a.scale, a.softcap, o, row_m, row_l, masked);
+      decode_tile<T, HD, BN, HDV>(sq, sk, sv, n0, a.scale, a.softcap, o, row_m, row_l, masked);
       __syncwarp();
     }
   }
@@ -311,13 +313,13 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
   __syncthreads();  // every warp is done with its K/V tiles: reuse that smem
   float* scratch = reinterpret_cast<float*>(decode_smem + 16 * kStride * sizeof(T));
   const int64_t rows_total = static_cast<int64_t>(gridDim.z) * a.Hq * a.Lq;
-  decode_merge<HD>(scratch, R, o, row_m, row_l, [&](int r, int d, float acc, float M, float L) {
+  decode_merge<HDV>(scratch, R, o, row_m, row_l, [&](int r, int d, float acc, float M, float L) {
     const int64_t h = hk * G + r / a.Lq, i = r % a.Lq;
     const int64_t row = (b * a.Hq + h) * a.Lq + i;
     if (a.n_splits == 1) {
-      static_cast<T*>(a.out)[row * HD + d] = from_f32<T>(L > 0.0f ? acc / L : 0.0f);
+      static_cast<T*>(a.out)[row * a.os + d] = from_f32<T>(L > 0.0f ? acc / L : 0.0f);
     } else {
-      store_partial<HD>(a.partial + (split * rows_total + row) * (HD + 2), d, acc, M, L);
+      store_partial<HDV>(a.partial + (split * rows_total + row) * (HDV + 2), d, acc, M, L);
     }
   });
 }

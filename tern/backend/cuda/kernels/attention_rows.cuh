@@ -126,10 +126,11 @@ __global__ void __launch_bounds__(kRowsWarps * 32) attention_rows_kernel(RowsArg
   }
 }
 
-// Merges n_splits partials (acc unnormalised, max, sum) of each row into the output.
+// Merges n_splits partials (acc unnormalised, max, sum) of each row into the output (rows of Dv at a
+// stride of os).
 template <typename T>
 __global__ void attention_combine_kernel(const float* __restrict__ partial, T* __restrict__ out, int64_t rows,
-                                         int64_t Dv, int n_splits) {
+                                         int64_t Dv, int n_splits, int64_t os) {
   grid_dependency_wait();
   const int64_t row = blockIdx.x;
   float M = -INFINITY;
@@ -146,7 +147,7 @@ __global__ void attention_combine_kernel(const float* __restrict__ partial, T* _
       const float* pp = partial + (s * rows + row) * (Dv + 2);
       if (pp[Dv] != -INFINITY) o += pp[d] * expf(pp[Dv] - M);
     }
-    out[row * Dv + d] = from_f32<T>(o * inv);
+    out[row * os + d] = from_f32<T>(o * inv);
   }
 }
 
