@@ -42,11 +42,11 @@ int64_t KVRowCodec::row_bytes() const {
 
 namespace {
 
-// TurboQuant keys of 4 or 3 bits have no CUDA kernels yet.
-void check_device_codec(const Device& device, const KVRowCodec& codec) {
-  TERN_CHECK(!device.is_cuda() || codec.kind != KVRowCodec::turbo_key || codec.bits == 8,
-             "[kv-quant] TurboQuant keys of {} bits are not implemented on CUDA yet (use turbo:k8v<V> there)",
-             codec.bits);
+// The codec the CUDA kernels run for `c`: TurboQuant keys of 4 or 3 bits are value rows byte for byte
+// (the CPU codes them with the value codec), so the value kernels encode and decode them.
+KVRowCodec device_codec(const KVRowCodec& c) {
+  if (c.kind == KVRowCodec::turbo_key && c.rotated()) return {KVRowCodec::turbo_value, c.bits, c.group, c.dim};
+  return c;
 }
 
 void check_rows(const Tensor& rows, const KVRowCodec& codec, const char* what) {
@@ -65,7 +65,6 @@ void check_attention_rows(const Tensor& q, const Tensor& k_rows, const KVRowCode
              "[kv-quant] expected a key codec for keys and a value codec for values");
   check_rows(k_rows, key_codec, "key rows");
   check_rows(v_rows, value_codec, "value rows");
-  check_device_codec(q.device(), key_codec);
   const int64_t B = q.size(0), Hq = q.size(1), S = k_rows.size(0), Hkv = k_rows.size(2);
   TERN_CHECK(key_codec.dim == q.size(3), "[kv-quant] expected key rows of the query's head_dim {}, got {}", q.size(3),
              key_codec.dim);
@@ -82,7 +81,6 @@ void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows) {
              "[kv-quant] expected a float x of rank 4 [B, H, L, dim], got {}", x.defined() ? shape_str(x.shape()) : "none");
   TERN_CHECK(x.size(3) == codec.dim, "[kv-quant] expected x rows of {} values, got {}", codec.dim, x.size(3));
   check_rows(rows, codec, "encode rows");
-  check_device_codec(x.device(), codec);
   TERN_CHECK(rows.size(0) == x.size(2) && rows.size(1) == x.size(0) && rows.size(2) == x.size(1),
              "[kv-quant] expected rows [{}, {}, {}, ..] for x {}, got {}", x.size(2), x.size(0), x.size(1),
              shape_str(x.shape()), shape_str(rows.shape()));
@@ -90,17 +88,18 @@ void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows) {
              rows.device().str());
   if (x.numel() == 0) return;
   if (x.device().is_cpu()) cpu::kv_encode(x, codec, rows);
-  else cuda::kv_encode(x, codec, rows);
+  else
+    cuda::kv_encode(x, device_codec(codec), rows);
 }
 
 Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool unrotate) {
   check_rows(rows, codec, "rows");
-  check_device_codec(rows.device(), codec);
   TERN_CHECK(is_floating(dtype), "[kv-quant] expected a float decode dtype, got {}", dtype_name(dtype));
   Tensor out = Tensor::empty({rows.size(1), rows.size(2), rows.size(0), codec.dim}, dtype, rows.device());
   if (out.numel() == 0) return out;
   if (rows.device().is_cpu()) cpu::kv_decode(rows, codec, unrotate, out);
-  else cuda::kv_decode(rows, codec, unrotate, out);
+  else
+    cuda::kv_decode(rows, device_codec(codec), unrotate, out);
   return out;
 }
 
@@ -169,6 +168,10 @@ Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
   Tensor out = Tensor::empty({B, Hq, 1, value_codec.dim}, q.dtype(), q.device());
   const Tensor len = lengths.defined() ? lengths.contiguous() : lengths;
   if (q.device().is_cuda()) {
+    TERN_CHECK(!key_codec.rotated(),
+               "[kv-quant] expected keys of 8 bits for the fused decode attention on CUDA, got TurboQuant keys of {} "
+               "bits (kv_window_attention reads them there)",
+               key_codec.bits);
     cuda::kv_decode_attention(q, k_rows, key_codec, v_rows, value_codec, k_new, v_new, scale, softcap, len, out);
   } else {
     cpu::kv_decode_attention(q, k_rows, key_codec, v_rows, value_codec, k_new, v_new, scale, softcap, len, out);

@@ -30,7 +30,8 @@ void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows);
 
 // rows [S, B, H, row_bytes] u8 (contiguous) -> [B, H, S, dim] in dtype (f32/bf16/f16) on rows' device.
 // Rotated rows (codec.rotated()) decode to their own domain when unrotate, else stay rotated.
-// TurboQuant keys of 4 or 3 bits are CPU-only for now: every op throws for them on CUDA.
+// TurboQuant keys of 4 or 3 bits are value rows byte for byte: on CUDA the value kernels code them, and
+// only the fused kv_decode_attention refuses them there (kv_window_attention reads them).
 Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool unrotate = true);
 
 // Decode attention over packed storage: q [B, Hq, 1, D] (f32/bf16/f16) attends, with no mask, to S packed
@@ -53,7 +54,7 @@ Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
 // causal mask). f32 accumulation -> [B, Hq, L, Dv] in q's dtype. turbo_value storage is attended in the
 // rotated domain with each output row rotated back once when deferred, else decoded to its own domain.
 // The CPU reads the packed rows block by block, never decoding the prefix whole; CUDA decodes it into a
-// temporary (values to their own domain) and runs the flash sdpa.
+// temporary (keys and values to their own domain) and runs the flash sdpa.
 Tensor kv_window_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
                            const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
                            float softcap = 0.0f, int64_t window = 0, bool deferred = false);

@@ -47,7 +47,8 @@ class WindowRead : public PackedRead {
 }  // namespace
 
 bool packed_decode_supported(const ops::KVRowCodec& kc, const ops::KVRowCodec& vc) {
-  return kc.dim == vc.dim && (kc.dim == 32 || kc.dim == 64 || kc.dim == 128 || kc.dim == 256 || kc.dim == 512);
+  return !kc.rotated() && kc.dim == vc.dim &&
+         (kc.dim == 32 || kc.dim == 64 || kc.dim == 128 || kc.dim == 256 || kc.dim == 512);
 }
 
 std::unique_ptr<AttentionRead> packed_decode_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& kc,

@@ -9,7 +9,8 @@
 
 namespace tern {
 
-// Head dims the fused decode attention takes on a device (else packed_read reads a decode append as a window).
+// Whether the fused decode attention takes these codecs on a device: head dims, and keys of 8 bits (else
+// packed_read reads a decode append as a window, and a compiled decode step is refused).
 bool packed_decode_supported(const ops::KVRowCodec& key_codec, const ops::KVRowCodec& value_codec);
 
 // Attention of one query per row over k_rows / v_rows [S, B, Hkv, row bytes] (contiguous, S >= 0) and

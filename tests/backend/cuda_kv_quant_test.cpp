@@ -1,6 +1,7 @@
 // Quantized KV rows on the GPU against the CPU: encode bits identical (affine8/4 at groups 32/64/128,
-// TurboQuant k8v2/3/4/8), decode, the fused decode attention (B, S, head_dim, GQA, both TurboQuant
-// reads' storage), and whole caches (prefill then decode appends; the affine ring too). Skips cleanly without a GPU.
+// TurboQuant keys of 8, 4 and 3 bits, values of 2/3/4/8), decode, the fused decode attention (B, S, head_dim, GQA, both
+// TurboQuant reads' storage), and whole caches (prefill then decode appends; the affine ring too). Skips cleanly
+// without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,7 +38,7 @@ std::vector<KVRowCodec> all_codecs(int64_t dim) {
   for (int bits : {8, 4})
     for (int64_t g : {32, 64, 128})
       if (dim % g == 0) c.push_back({KVRowCodec::affine, bits, g, dim});
-  c.push_back({KVRowCodec::turbo_key, 8, 32, dim});
+  for (int bits : {8, 4, 3}) c.push_back({KVRowCodec::turbo_key, bits, 32, dim});
   for (int bits : {2, 3, 4, 8}) c.push_back({KVRowCodec::turbo_value, bits, 32, dim});
   return c;
 }
@@ -47,7 +48,7 @@ std::vector<KVRowCodec> all_codecs(int64_t dim) {
 size_t count_row_mismatches(const std::vector<uint8_t>& want, const std::vector<uint8_t>& got, const KVRowCodec& c,
                             std::string& first) {
   const int64_t rb = c.row_bytes(), groups = c.dim / c.group;
-  const int64_t codes = rb - (c.kind == KVRowCodec::turbo_value ? 2 : 4) * groups;
+  const int64_t codes = rb - (c.rotated() ? 2 : 4) * groups;
   size_t bad = 0;
   for (size_t i = 0; i < want.size() && i < got.size(); ++i) {
     if (want[i] == got[i]) continue;
@@ -235,20 +236,28 @@ TEST_F(CudaKVQuant, WholeCacheMatchesCpu) {
     }
 }
 
-// TurboQuant keys of 4 or 3 bits have no CUDA kernels yet: every op says so instead of running.
-TEST_F(CudaKVQuant, RotatedKeysAreRefusedWithOneClearError) {
+// TurboQuant keys of 4 or 3 bits (encoded and decoded by the value kernels; EncodeBitsIdenticalToCpu
+// and DecodeMatchesCpu cover their bits): whole caches read every append as a window on CUDA, decode
+// appends included. The fused decode attention refuses them there with one line.
+TEST_F(CudaKVQuant, RotatedKeysCachesMatchCpu) {
+  for (const char* kind : {"turbo:k4v4", "turbo:k3v3", "turbo:k4v2"})
+    for (int64_t start : {0, 200})
+      for (bool deferred : {false, true})
+        for (int64_t D : {64, 128}) {
+          KVCacheOptions o;
+          o.kind = kind;
+          o.start = start;
+          expect_cache_parity(o, deferred, D);
+        }
   const KVRowCodec kc{KVRowCodec::turbo_key, 4, 32, 64}, vc{KVRowCodec::turbo_value, 4, 32, 64};
-  Tensor x = randn({1, 2, 3, 64}, 1).to(kGpu);
-  Tensor rows = Tensor::empty({3, 1, 2, kc.row_bytes()}, Dtype::u8, kGpu);
+  Tensor krows = Tensor::zeros({3, 1, 2, kc.row_bytes()}, Dtype::u8, kGpu);
+  Tensor vrows = Tensor::zeros({3, 1, 2, vc.row_bytes()}, Dtype::u8, kGpu);
   try {
-    ops::kv_encode(x, kc, rows);
+    ops::kv_decode_attention(randn({1, 2, 1, 64}, 2).to(kGpu), krows, kc, vrows, vc, Tensor(), Tensor(), 1.0f);
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not implemented on CUDA yet"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("kv_window_attention reads them there"), std::string::npos) << e.what();
   }
-  Tensor vrows = Tensor::empty({3, 1, 2, vc.row_bytes()}, Dtype::u8, kGpu);
-  EXPECT_THROW(
-      ops::kv_decode_attention(randn({1, 2, 1, 64}, 2).to(kGpu), rows, kc, vrows, vc, Tensor(), Tensor(), 1.0f), Error);
 }
 
 // The affine ring of a sliding layer (window 64, wrapped by the 300-position prefill), before and
