@@ -113,18 +113,28 @@ void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions) {
   else cuda::write_positions(dst, src, positions.contiguous());
 }
 
-void write_positions(Tensor& keys, const Tensor& k, Tensor& values, const Tensor& v, const Tensor& positions) {
+void write_positions(Tensor& keys, const Tensor& k, Tensor& values, const Tensor& v, const Tensor& positions,
+                     int64_t ring) {
   check_write_positions(keys, k, positions);
   check_write_positions(values, v, positions);
   TERN_CHECK(keys.dtype() == values.dtype() && keys.size(0) == values.size(0) && keys.size(1) == values.size(1),
              "[write_positions] expected keys and values of one dtype and [B, H], got {} {} and {} {}",
              shape_str(keys.shape()), dtype_name(keys.dtype()), shape_str(values.shape()), dtype_name(values.dtype()));
-  if (keys.device().is_cpu() || keys.numel() == 0 || values.numel() == 0) {
-    write_positions(keys, k, positions);
-    write_positions(values, v, positions);
+  TERN_CHECK(ring >= 0, "[write_positions] expected a ring of >= 0 slots, got {}", ring);
+  if (keys.numel() == 0 && values.numel() == 0) return;
+  if (keys.device().is_cpu()) {
+    Tensor slots = positions.contiguous();
+    if (ring > 0) {
+      slots = Tensor::empty(positions.shape(), Dtype::i32);
+      const int32_t* p = positions.contiguous().data<int32_t>();
+      for (int64_t b = 0; b < slots.numel(); ++b)  // negative positions stay negative: the write refuses them
+        slots.data<int32_t>()[b] = p[b] < 0 ? p[b] : static_cast<int32_t>(p[b] % ring);
+    }
+    write_positions(keys, k, slots);
+    write_positions(values, v, slots);
     return;
   }
-  cuda::write_positions(keys, k, values, v, positions.contiguous());
+  cuda::write_positions(keys, k, values, v, positions.contiguous(), ring);
 }
 
 }  // namespace tern::ops

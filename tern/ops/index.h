@@ -26,8 +26,10 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
 // in [0, N), got p"; device positions are not checked there (that would sync) and an out-of-range one
 // writes nothing.
 void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions);
-// The keys' and the values' write_positions of one layer (one launch on CUDA); the same checks for each pair.
-void write_positions(Tensor& keys, const Tensor& k, Tensor& values, const Tensor& v, const Tensor& positions);
+// The keys' and the values' write_positions of one layer (one launch on CUDA); the same checks for each
+// pair. With ring > 0 row b lands at positions[b] % ring (a ring cache's slot; throws for ring < 0).
+void write_positions(Tensor& keys, const Tensor& k, Tensor& values, const Tensor& v, const Tensor& positions,
+                     int64_t ring = 0);
 
 }  // namespace tern::ops
 
@@ -39,6 +41,7 @@ void scatter_rows(Tensor& table, const Tensor& ids, const Tensor& rows);
 namespace tern::cuda {
 void embedding(const Tensor& table, const Tensor& ids, Tensor& out);
 void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions);
-void write_positions(Tensor& keys, const Tensor& k, Tensor& values, const Tensor& v, const Tensor& positions);
+void write_positions(Tensor& keys, const Tensor& k, Tensor& values, const Tensor& v, const Tensor& positions,
+                     int64_t ring);
 void scatter_rows(Tensor& table, const Tensor& ids, const Tensor& rows);
 }  // namespace tern::cuda

@@ -1,9 +1,11 @@
 // RingKVCache: growth up to the window, slot arithmetic of the wrapped buffer, trimming before the
-// first wrap, and its attention read over [last window-1 stored ; new positions].
+// first wrap, its attention read over [last window-1 stored ; new positions], and compiled-decode steps.
 #include "tern/state/ring_kv_cache.h"
 
 #include <algorithm>
+#include <vector>
 
+#include "tern/ops/elementwise.h"
 #include "tern/ops/index.h"
 #include "tern/state/cache_file.h"
 
@@ -17,10 +19,14 @@ std::string RingKVCache::signature() const {
   return "kv:" + dt + ":ring:" + std::to_string(window_);
 }
 
-Tensor RingKVCache::next_positions(int64_t n) const { return uniform_positions(offset_, n); }
+Tensor RingKVCache::next_positions(int64_t n) const {
+  if (step_) return step_->positions.view({step_->positions.size(0), 1});
+  return uniform_positions(offset_, n);
+}
 
 int64_t RingKVCache::trim(int64_t n) {
   TERN_CHECK(n >= 0, "[kv_cache] expected a non-negative trim count, got {}", n);
+  TERN_CHECK(!step_, "[kv_cache] expected no trim while a compiled decode step is attached");
   TERN_CHECK(is_trimmable(),
              "[kv_cache] expected a trim before the ring wraps, got a ring of window {} that has wrapped (offset {}): "
              "positions before {} are gone",
@@ -73,6 +79,13 @@ void RingKVCache::write(Tensor& buf, const Tensor& src, int64_t first_position) 
 
 std::unique_ptr<AttentionRead> RingKVCache::append(const Tensor& k, const Tensor& v, AppendPhase phase) {
   check_kv_append(k, v, phase, keys_, values_);
+  if (step_) {
+    TERN_CHECK(phase == AppendPhase::decode && !in_spec_round(),
+               "[kv_cache] expected decode appends outside speculative rounds while a compiled step is attached");
+    ops::write_positions(keys_, k, values_, v, step_->positions, window_);
+    DeviceStep held{step_->positions, ops::binary(step_->lengths, window_len_, ops::BinaryOp::minimum), capacity()};
+    return step_read(keys_, values_, held);
+  }
   const int64_t n = k.size(2);
   // The read: the last window-1 stored positions (all a new query can still see) and the new ones.
   const int64_t prev = std::min(offset_, window_ - 1);
@@ -92,7 +105,29 @@ std::unique_ptr<AttentionRead> RingKVCache::append(const Tensor& k, const Tensor
   return read;
 }
 
+void RingKVCache::reserve(int64_t positions) {
+  TERN_CHECK(keys_.defined(), "[kv_cache] expected an append before reserve() (it fixes the shapes)");
+  TERN_CHECK(!step_, "[kv_cache] expected reserve() before a compiled decode step is attached");
+  grow(keys_.slice(2, 0, 1), values_.slice(2, 0, 1), std::min(positions, window_));
+}
+
+void RingKVCache::attach_step(const DeviceStep* step) {
+  TERN_CHECK(!step || (keys_.defined() && step->positions.device() == keys_.device()),
+             "[kv_cache] expected a compiled step on the ring's device ({}), got {}",
+             keys_.defined() ? keys_.device().str() : "no storage", step ? step->positions.device().str() : "");
+  TERN_CHECK(!step || !in_spec_round(), "[kv_cache] expected no speculative round when a compiled step is attached");
+  if (step && !window_len_.defined())
+    window_len_ = Tensor::from_vector(std::vector<int32_t>{static_cast<int32_t>(window_)}, {1}).to(keys_.device());
+  step_ = step;
+}
+
+void RingKVCache::advance(int64_t n) {
+  TERN_CHECK(n >= 0, "[kv_cache] expected to advance by n >= 0 positions, got {}", n);
+  offset_ += n;
+}
+
 void RingKVCache::spec_round_begin() {
+  TERN_CHECK(!step_, "[kv_cache] expected no speculative round while a compiled decode step is attached");
   KVCache::spec_round_begin();
   saved_keys_ = saved_values_ = Tensor();
   saved_from_ = saved_to_ = std::max<int64_t>(0, offset_ - window_);

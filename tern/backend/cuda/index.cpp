@@ -60,11 +60,13 @@ void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions) {
   launch_write_positions(dtype_size(dst.dtype()), 1, w, dst.size(0), positions.data<int32_t>(), stream());
 }
 
-void write_positions(Tensor& keys, const Tensor& k, Tensor& values, const Tensor& v, const Tensor& positions) {
+void write_positions(Tensor& keys, const Tensor& k, Tensor& values, const Tensor& v, const Tensor& positions,
+                     int64_t ring) {
   check_cuda(keys, "write_positions");
   kernels::PositionWrites w{};
   w.pair[0] = position_write(keys, k);
   w.pair[1] = position_write(values, v);
+  w.ring = ring;
   launch_write_positions(dtype_size(keys.dtype()), 2, w, keys.size(0), positions.data<int32_t>(), stream());
 }
 

@@ -5,7 +5,7 @@ namespace tern::cuda {
 
 void embedding(const Tensor&, const Tensor&, Tensor&) { TERN_THROW("[embedding] needs a CUDA build"); }
 void write_positions(Tensor&, const Tensor&, const Tensor&) { TERN_THROW("[write_positions] needs a CUDA build"); }
-void write_positions(Tensor&, const Tensor&, Tensor&, const Tensor&, const Tensor&) {
+void write_positions(Tensor&, const Tensor&, Tensor&, const Tensor&, const Tensor&, int64_t) {
   TERN_THROW("[write_positions] needs a CUDA build");
 }
 void scatter_rows(Tensor&, const Tensor&, const Tensor&) { TERN_THROW("[scatter_rows] needs a CUDA build"); }

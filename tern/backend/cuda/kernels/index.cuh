@@ -30,8 +30,10 @@ __global__ void write_positions_kernel(PositionWrites w, const int32_t* __restri
   grid_dependency_wait();
   const PositionWrites::One& a = w.pair[blockIdx.y];
   const int64_t b = blockIdx.x / a.H, h = blockIdx.x % a.H;
-  const int64_t p = positions[b];
-  if (p < 0 || p >= a.N) return;
+  int64_t p = positions[b];
+  if (p < 0) return;
+  if (w.ring > 0) p %= w.ring;
+  if (p >= a.N) return;
   E* d = static_cast<E*>(a.dst) + b * a.ds[0] + h * a.ds[1] + p * a.ds[2];
   const E* s = static_cast<const E*>(a.src) + b * a.ss[0] + h * a.ss[1];
   for (int64_t j = threadIdx.x; j < a.D; j += blockDim.x) d[j * a.ds[3]] = s[j * a.ss[3]];
