@@ -47,9 +47,9 @@ Tensor GemmaAttention::forward(const Tensor& x, KVCache& cache, std::unique_ptr<
   return output(o, L);
 }
 
-Tensor GemmaAttention::forward_shared(const Tensor& x, const AttentionRead& donor, int64_t pos0) const {
+Tensor GemmaAttention::forward_shared(const Tensor& x, const AttentionRead& donor, const Tensor& positions) const {
   const int64_t L = x.size(1);
-  Tensor q = ops::rope(queries(x), uniform_positions(pos0, L).to(x.device()), rope_);
+  Tensor q = ops::rope(queries(x), positions.to(x.device()), rope_);
   return output(donor.attend(q, 1.0f), L);
 }
 

@@ -28,8 +28,9 @@ class GemmaAttention {
   // cache's read is moved into it (for the layers that share this layer's K/V; valid until the
   // cache's next append).
   Tensor forward(const Tensor& x, KVCache& cache, std::unique_ptr<AttentionRead>* keep = nullptr) const;
-  // For a KV-sharing layer: queries rotated at positions [pos0, pos0 + L), attending through donor.
-  Tensor forward_shared(const Tensor& x, const AttentionRead& donor, int64_t pos0) const;
+  // For a KV-sharing layer: queries rotated at positions (what the donor's cache gave its own append:
+  // [L], or [B, 1] on the device under a compiled step), attending through donor.
+  Tensor forward_shared(const Tensor& x, const AttentionRead& donor, const Tensor& positions) const;
 
   const GemmaAttentionShape& shape() const { return shape_; }
 

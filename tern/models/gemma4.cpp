@@ -262,6 +262,14 @@ class Gemma4Model : public Model {
   }
 
   Tensor forward(const Tensor& ids, CacheList& caches, bool all_logits) const override {
+    return forward_device(ids, caches, all_logits).to(Device::cpu());
+  }
+
+  // Every layer queues device work only (the mixture of experts up to 8 rows, as in DenseDecoder), so
+  // a compiled decoder can capture the step; the ring caches follow its device positions.
+  bool can_capture_decode() const override { return options_.device.is_cuda(); }
+
+  Tensor forward_device(const Tensor& ids, CacheList& caches, bool all_logits) const override {
     TERN_CHECK(ids.rank() == 2 && ids.dtype() == Dtype::i32, "[model] expected ids [B, L] i32, got {} {}",
                shape_str(ids.shape()), dtype_name(ids.dtype()));
     TERN_CHECK(caches.size() == layers_.size(), "[model] expected {} caches, got {}", layers_.size(), caches.size());
@@ -270,8 +278,9 @@ class Gemma4Model : public Model {
     Tensor x = ops::scale(embed_.forward(dev_ids), embed_scale_);
     Tensor per_layer;  // [B, L, n_layer, dim]
     if (per_layer_embed_) per_layer = per_layer_embed_->forward(dev_ids, x);
-    // Reads kept for the KV-sharing layers, by donor layer.
+    // Reads kept for the KV-sharing layers, and the positions of that append, by donor layer.
     std::map<int64_t, std::unique_ptr<AttentionRead>> reads;
+    std::map<int64_t, Tensor> read_positions;
     for (size_t i = 0; i < layers_.size(); ++i) {
       const Gemma4Layer& l = layers_[i];
       Tensor h = l.input_norm.forward(x);
@@ -279,12 +288,12 @@ class Gemma4Model : public Model {
       if (l.spec.donor >= 0) {
         auto it = reads.find(l.spec.donor);
         TERN_ASSERT(it != reads.end(), "[model] layer {} has no read from donor {}", i, l.spec.donor);
-        const Cache& donor = *caches[static_cast<size_t>(l.spec.donor)];
-        a = l.attn.forward_shared(h, *it->second, donor.offset() - L);
+        a = l.attn.forward_shared(h, *it->second, read_positions.at(l.spec.donor));
       } else {
         auto* kv = dynamic_cast<KVCache*>(caches[i].get());
         TERN_CHECK(kv != nullptr, "[model] expected a KV cache for layer {}, got {}", i,
                    caches[i] ? caches[i]->signature() : std::string("none"));
+        if (l.spec.keeps_read) read_positions[static_cast<int64_t>(i)] = kv->next_positions(L);
         a = l.attn.forward(h, *kv, l.spec.keeps_read ? &reads[static_cast<int64_t>(i)] : nullptr);
       }
       Tensor pli = per_layer.defined() ? per_layer.select(2, static_cast<int64_t>(i)) : Tensor();
@@ -295,7 +304,7 @@ class Gemma4Model : public Model {
     // The softcap on f32 logits: a bf16 model would round its result a second time.
     if (logits.dtype() != Dtype::f32) logits = ops::cast(logits, Dtype::f32);
     if (spec_.final_softcap > 0.0f) logits = ops::softcap(logits, spec_.final_softcap);
-    return logits.to(Device::cpu());
+    return logits;
   }
 
  private:

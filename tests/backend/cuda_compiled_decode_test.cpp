@@ -1,7 +1,8 @@
 // Compiled decode (DESIGN.md §2) on the GPU: a replayed graph is bit-identical to the same step run
 // eagerly through the device buffers, across span buckets and batch rows; both agree with the
 // ordinary decode path (which reads a different span, so within bf16 rounding, not bitwise); and the
-// steady state makes no cudaMalloc. Skips cleanly without a GPU.
+// steady state makes no cudaMalloc; Qwen3, Qwen3-MoE and Gemma 4 (rings, shared layers). Skips cleanly
+// without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -105,6 +106,16 @@ TEST_F(CompiledDecode, MixtureOfExpertsDecodeIsCapturedToo) {
   std::unique_ptr<Model> moe = load_model(data_dir("qwen3_moe"), LoadOptions{Device::cuda(0), Dtype::bf16});
   // Its ordinary path differs in bf16 rounding (a different attention span), which can flip a router
   // choice: only the replay-vs-eager identity is asserted.
+  check_replay_against_eager(*moe, 12, 0.0);
+}
+
+// Gemma 4: ring caches wrapped by the prompt (window 16), 512-dim full layers and KV-sharing layers
+// whose queries take the donor's device positions. Its ordinary path reads the rings in time order
+// (another summation order): within bf16 rounding.
+TEST_F(CompiledDecode, GemmaRingsAndSharedLayersAreCapturedToo) {
+  std::unique_ptr<Model> gemma = load_model(data_dir("gemma4"), LoadOptions{Device::cuda(0), Dtype::bf16});
+  check_replay_against_eager(*gemma, 12, 1e-4);
+  std::unique_ptr<Model> moe = load_model(data_dir("gemma4_moe"), LoadOptions{Device::cuda(0), Dtype::bf16});
   check_replay_against_eager(*moe, 12, 0.0);
 }
 
