@@ -67,7 +67,7 @@ Tensor GatedDeltaNet::forward(const Tensor& x, RecurrentCache& cache) const {
 
   Tensor o = ops::gated_delta_rule(q, k, v, g, beta, cache.recurrent_state(B, x.device()),
                                    step ? ops::DeltaRuleAlgo::recurrent : ops::DeltaRuleAlgo::chunked);
-  cache.advance(L);
+  cache.appended(L);
 
   Tensor z = f32(in_z_.forward(xf)).view({B, L, s.n_v_head, s.d_v});
   o = ops::mul(norm_.forward(o), ops::silu(z));  // [B, L, Hv, Dv]

@@ -140,6 +140,14 @@ std::vector<LayerCacheSpec> Qwen35Decoder::cache_layout() const {
 }
 
 Tensor Qwen35Decoder::forward(const Tensor& ids, CacheList& caches, bool all_logits) const {
+  return forward_device(ids, caches, all_logits).to(Device::cpu());
+}
+
+// Every layer queues device work only (the DeltaNet layers update their conv history and state in
+// place; a mixture of experts up to 8 rows, as in DenseDecoder).
+bool Qwen35Decoder::can_capture_decode() const { return options_.device.is_cuda(); }
+
+Tensor Qwen35Decoder::forward_device(const Tensor& ids, CacheList& caches, bool all_logits) const {
   TERN_CHECK(ids.rank() == 2 && ids.dtype() == Dtype::i32, "[model] expected ids [B, L] i32, got {} {}",
              shape_str(ids.shape()), dtype_name(ids.dtype()));
   TERN_CHECK(caches.size() == blocks_.size(), "[model] expected {} caches, got {}", blocks_.size(), caches.size());
@@ -168,7 +176,7 @@ Tensor Qwen35Decoder::forward(const Tensor& ids, CacheList& caches, bool all_log
   x = final_norm_.forward(x);
   Tensor logits = ops::linear(x, lm_head_);
   if (logits.dtype() != Dtype::f32) logits = ops::cast(logits, Dtype::f32);
-  return logits.to(Device::cpu());
+  return logits;
 }
 
 }  // namespace tern

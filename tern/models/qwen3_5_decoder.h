@@ -37,6 +37,8 @@ class Qwen35Decoder : public Model {
   // layers: full.
   std::vector<LayerCacheSpec> cache_layout() const override;
   Tensor forward(const Tensor& ids, CacheList& caches, bool all_logits) const override;
+  Tensor forward_device(const Tensor& ids, CacheList& caches, bool all_logits) const override;
+  bool can_capture_decode() const override;
 
  private:
   struct Block {

@@ -52,6 +52,22 @@ void RecurrentCache::advance(int64_t n) {
   offset_ += n;
 }
 
+void RecurrentCache::appended(int64_t n) {
+  if (!step_) advance(n);
+}
+
+void RecurrentCache::reserve(int64_t) {
+  TERN_CHECK(state_.defined(), "[recurrent-cache] expected a forward before reserve() (it allocates the state)");
+}
+
+void RecurrentCache::attach_step(const DeviceStep* step) {
+  TERN_CHECK(!step || (state_.defined() && step->positions.device() == state_.device()),
+             "[recurrent-cache] expected a compiled step on the state's device ({}), got {}",
+             state_.defined() ? state_.device().str() : "no state", step ? step->positions.device().str() : "");
+  TERN_CHECK(!step || !in_spec_round(), "[recurrent-cache] expected no speculative round when a step is attached");
+  step_ = step;
+}
+
 RecurrentCache::Snapshot RecurrentCache::snapshot() const {
   Snapshot s;
   s.offset = offset_;
@@ -97,6 +113,7 @@ void RecurrentCache::load(CacheReader& in) {
 
 
 void RecurrentCache::spec_round_begin() {
+  TERN_CHECK(!step_, "[recurrent-cache] expected no speculative round while a compiled decode step is attached");
   Cache::spec_round_begin();
   round_ = snapshot();
 }

@@ -41,7 +41,16 @@ class RecurrentCache : public Cache {
   Tensor& conv_state(int64_t batch, Device device = Device::cpu());
   Tensor& recurrent_state(int64_t batch, Device device = Device::cpu());
   // Records that n more positions went through the layer.
-  void advance(int64_t n);
+  void advance(int64_t n) override;
+  // What the layer calls after a forward of n positions: advance(n), except while a compiled decode step
+  // is attached, when the decoder's advance() records the steps (a replayed graph runs no host code).
+  void appended(int64_t n);
+
+  // Compiled decode: the conv history and the state are updated in place on the device, so a step
+  // needs no positions; reserve() needs the state allocated by a first forward.
+  bool supports_device_step() const override { return true; }
+  void reserve(int64_t positions) override;
+  void attach_step(const DeviceStep* step) override;
 
   // Speculative rounds: begin takes a snapshot; rollback(keep) restores it and returns keep (the caller
   // replays the kept tokens: a recurrent state cannot drop positions).
@@ -62,6 +71,7 @@ class RecurrentCache : public Cache {
 
   RecurrentShape shape_;
   int64_t offset_ = 0;
+  const DeviceStep* step_ = nullptr;
   Tensor conv_;   // [B, K-1, conv_dim]
   Tensor state_;  // [B, n_v_head, d_k, d_v]
   Snapshot round_;  // the state at spec_round_begin()

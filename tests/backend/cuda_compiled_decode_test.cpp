@@ -1,8 +1,8 @@
 // Compiled decode (DESIGN.md §2) on the GPU: a replayed graph is bit-identical to the same step run
 // eagerly through the device buffers, across span buckets and batch rows; both agree with the
 // ordinary decode path (which reads a different span, so within bf16 rounding, not bitwise); and the
-// steady state makes no cudaMalloc; Qwen3, Qwen3-MoE and Gemma 4 (rings, shared layers). Skips cleanly
-// without a GPU.
+// steady state makes no cudaMalloc; Qwen3, Qwen3-MoE, Gemma 4 (rings, shared layers) and Qwen3.5
+// (DeltaNet). Skips cleanly without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -116,6 +116,14 @@ TEST_F(CompiledDecode, GemmaRingsAndSharedLayersAreCapturedToo) {
   std::unique_ptr<Model> gemma = load_model(data_dir("gemma4"), LoadOptions{Device::cuda(0), Dtype::bf16});
   check_replay_against_eager(*gemma, 12, 1e-4);
   std::unique_ptr<Model> moe = load_model(data_dir("gemma4_moe"), LoadOptions{Device::cuda(0), Dtype::bf16});
+  check_replay_against_eager(*moe, 12, 0.0);
+}
+
+// Qwen3.5: DeltaNet layers whose conv history and state update in place, beside full layers.
+TEST_F(CompiledDecode, HybridDeltaNetDecodeIsCapturedToo) {
+  std::unique_ptr<Model> hybrid = load_model(data_dir("qwen3_5"), LoadOptions{Device::cuda(0), Dtype::bf16});
+  check_replay_against_eager(*hybrid, 12, 1e-4);
+  std::unique_ptr<Model> moe = load_model(data_dir("qwen3_5_moe"), LoadOptions{Device::cuda(0), Dtype::bf16});
   check_replay_against_eager(*moe, 12, 0.0);
 }
 

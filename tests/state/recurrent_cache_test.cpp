@@ -1,5 +1,6 @@
 // RecurrentCache: the contract answers (signature, not trimmable, no rope positions), lazy zero state,
-// and rollback by snapshot: snapshot -> append -> restore -> append equals the second append alone.
+// rollback by snapshot (snapshot -> append -> restore -> append equals the second append alone), and the
+// offset bookkeeping under a compiled decode step.
 #include "tern/state/recurrent_cache.h"
 
 #include <gtest/gtest.h>
@@ -48,6 +49,30 @@ TEST(RecurrentCache, ContractAnswers) {
   EXPECT_EQ(c.bytes(), (2 * 3 * 6 + 2 * 2 * 3 * 3) * 4);
   EXPECT_THROW(c.conv_state(3), Error);  // the batch is fixed once allocated
   EXPECT_THROW(RecurrentCache(RecurrentShape{}), Error);
+}
+
+// Under a step the layer's appended() records nothing (a replayed graph runs no host code) and the
+// decoder's advance() does; reserve() needs the state a first forward allocates.
+TEST(RecurrentCache, CompiledStepCountsThroughAdvanceOnly) {
+  RecurrentCache c(kShape);
+  EXPECT_TRUE(c.supports_device_step());
+  EXPECT_THROW(c.reserve(10), Error);
+  append(c, 0.1f, 5);
+  c.appended(5);
+  EXPECT_EQ(c.offset(), 10);
+  c.reserve(20);
+  DeviceStep step;
+  step.positions = Tensor::from_vector(std::vector<int32_t>{10}, {1});
+  step.lengths = Tensor::from_vector(std::vector<int32_t>{11}, {1});
+  c.attach_step(&step);
+  c.appended(1);
+  EXPECT_EQ(c.offset(), 10);
+  EXPECT_THROW(c.spec_round_begin(), Error);
+  c.advance(1);
+  c.attach_step(nullptr);
+  EXPECT_EQ(c.offset(), 11);
+  c.appended(2);
+  EXPECT_EQ(c.offset(), 13);
 }
 
 TEST(RecurrentCache, SnapshotRestoreReplays) {

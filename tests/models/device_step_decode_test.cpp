@@ -1,7 +1,8 @@
-// Gemma 4's decode under a DeviceStep (the compiled-decode path a CUDA graph captures, run here on the
-// CPU, with the host's cache offsets frozen as a replay leaves them): ring caches past their window,
-// full layers and KV-sharing layers (whose queries take the donor cache's step positions) give the
-// logits of the ordinary decode, and the caches end where its caches end.
+// Decode under a DeviceStep (the compiled-decode path a CUDA graph captures, run here on the CPU, with
+// the host's cache offsets frozen as a replay leaves them) gives the logits of the ordinary decode, and
+// the caches end where its caches end, for every architecture that captures its decode: Gemma 4 (ring
+// caches past their window, KV-sharing layers whose queries take the donor cache's step positions),
+// Qwen3.5 (DeltaNet state updated in place) and the dense decoders.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -25,7 +26,7 @@ float max_abs_diff(const Tensor& a, const Tensor& b) {
 void expect_step_decode_equals_ordinary(const std::string& name) {
   SCOPED_TRACE(name);
   auto model = load_model(kData + name);
-  const int64_t B = 2, P = 37, steps = 12, V = model->vocab_size();  // P and the steps pass the window of 16
+  const int64_t B = 2, P = 37, steps = 12, V = model->vocab_size();  // past Gemma's window of 16
   std::mt19937 rng(7);
   std::vector<int32_t> prompt(static_cast<size_t>(B * P));
   for (auto& t : prompt) t = static_cast<int32_t>(rng() % V);
@@ -46,8 +47,8 @@ void expect_step_decode_equals_ordinary(const std::string& name) {
     Tensor tok = next.view({B, 1});
     Tensor want = model->forward(tok, ordinary, false);
     Tensor got = model->forward_device(tok, stepped, false);
-    // The ring's order-free read sums in another order than the ordinary one: within 1e-4 of logits
-    // (the fixtures' tolerance against the reference is 2e-4).
+    // The step's reads sum in another order than the ordinary ones (a ring's slots unordered, a span
+    // past the stored keys): within 1e-4 of logits (the fixtures' tolerance against the reference: 2e-4).
     EXPECT_LT(max_abs_diff(want, got), 1e-4f) << "step " << s;
     // The host's view of the caches stays where it was, as a replayed graph leaves it: only the
     // step's device positions and lengths move between steps.
@@ -66,9 +67,9 @@ void expect_step_decode_equals_ordinary(const std::string& name) {
     if (stepped[i]) EXPECT_EQ(stepped[i]->offset(), ordinary[i]->offset()) << "layer " << i;
 }
 
-TEST(Gemma4Step, DecodeThroughDeviceStepEqualsOrdinaryDecode) {
-  expect_step_decode_equals_ordinary("gemma4");
-  expect_step_decode_equals_ordinary("gemma4_moe");
+TEST(DeviceStepDecode, EqualsOrdinaryDecodeForEveryCapturingArchitecture) {
+  for (const char* name : {"gemma4", "gemma4_moe", "qwen3_5", "qwen3_5_moe", "qwen3", "qwen3_moe", "llama"})
+    expect_step_decode_equals_ordinary(name);
 }
 
 }  // namespace
