@@ -9,19 +9,14 @@
 
 #include "tern/models/registry.h"
 #include "tern/ops/reduce.h"
+#include "tests/state/cache_test_util.h"
 
 namespace tern {
 namespace {
 
-const std::string kData = std::string(TERN_TEST_DATA) + "/models/";
+using namespace cache_test;
 
-float max_abs_diff(const Tensor& a, const Tensor& b) {
-  std::vector<float> x = a.to_f32_vector(), y = b.to_f32_vector();
-  EXPECT_EQ(x.size(), y.size());
-  float m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
+const std::string kData = std::string(TERN_TEST_DATA) + "/models/";
 
 void expect_step_decode_equals_ordinary(const std::string& name) {
   SCOPED_TRACE(name);

@@ -12,25 +12,12 @@
 #include "tern/state/cache_file.h"
 #include "tern/state/transition_kv_cache.h"
 #include "tern/state/turboquant_kv_cache.h"
+#include "tests/state/cache_test_util.h"
 
 namespace tern {
 namespace {
 
-Tensor random_tensor(const Shape& shape, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(numel(shape)));
-  for (float& x : v) x = dist(rng);
-  return Tensor::from_vector(v, shape);
-}
-
-float max_abs_diff(const Tensor& a, const Tensor& b) {
-  std::vector<float> x = a.to_f32_vector(), y = b.to_f32_vector();
-  EXPECT_EQ(x.size(), y.size());
-  if (x.size() != y.size()) return 1e30f;
-  float m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-  return m;
-}
+using namespace cache_test;
 
 // affine8 (group 32), TurboQuant k8v3 with the decoded read and k8v4 with the deferred (rotated) read.
 std::unique_ptr<QuantizedKVCache> make(int which) {

@@ -1,5 +1,7 @@
 // RingKVCache contract: growth up to the window, wrap, trim before the wrap and a clear refusal after
 // it, the temporal view, and reads equal to a PlainKVCache with the same sliding window.
+#include "tern/state/ring_kv_cache.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,17 +11,12 @@
 
 #include "tern/state/kv_cache_options.h"
 #include "tern/state/plain_kv_cache.h"
-#include "tern/state/ring_kv_cache.h"
+#include "tests/state/cache_test_util.h"
 
 namespace tern {
 namespace {
 
-Tensor random_tensor(const Shape& shape, std::mt19937& rng) {
-  std::normal_distribution<float> dist(0.0f, 1.0f);
-  std::vector<float> v(static_cast<size_t>(numel(shape)));
-  for (float& x : v) x = dist(rng);
-  return Tensor::from_vector(v, shape);
-}
+using namespace cache_test;
 
 // k [1, 1, n, 2] whose rows are (p, -p) for the absolute positions p = first .. first + n - 1.
 Tensor position_keys(int64_t first, int64_t n) {
