@@ -11,6 +11,8 @@
 # cpu and cuda, and `tern bench` beside Hugging Face (bench/hf_baseline.py, HF_QUICK=1) on a random
 # Qwen3 checkpoint of TERN_GPU_SIZE dimensions (default 0.6b) written in the same run.
 # TERN_GPU_TABLE="0.6b 8b" (with the CLI) runs bench/decode_table.sh per size instead of the quick peer run.
+# TERN_GPU_ZOO="gemma4_e4b qwen3_5_9b" (with the CLI) runs bench/zoo_table.sh for those architectures (HF_QUICK=1
+# unless set), its files under /tmp/tern-zoo and its table in the logs.
 # TERN_GPU_KV=1 (with the CLI) runs bench/kv_table.sh (KINDS, CONTEXTS, BATCHES, REPEATS, GEN) on a random
 # Qwen3-8B checkpoint. TERN_GPU_TEST_FILTER narrows the CUDA tests (a gtest filter). TERN_GPU_SKIP_OPS=1 skips the op tests and benchmark; TERN_GPU_SKIP_PEER=1 the checkpoint and HF part. With TERN_GPU_TOKENIZER=1 (and the CLI) `run`
 # also runs bench/tokenizer.sh beside HF tokenizers (carry bench/data and tests/data/tokenizers/npm).
@@ -63,6 +65,10 @@ cli_stage() {
   if [[ -n ${TERN_GPU_KV:-} ]]; then  # KV storage kinds on a random Qwen3-8B checkpoint (bench/kv_table.sh)
     python3 bench/qwen3_random.py 8b /tmp/tern-q8-random || rc=1
     bench/kv_table.sh "$dist/tern" /tmp/tern-q8-random "$out/kv_table.jsonl" || rc=1
+  fi
+  if [[ -n ${TERN_GPU_ZOO:-} ]]; then  # model-zoo rows beside HF (bench/zoo_table.sh); its many files stay in /tmp
+    HF_QUICK=${HF_QUICK:-1} bench/zoo_table.sh "$dist/tern" /tmp/tern-zoo $TERN_GPU_ZOO || rc=1
+    cp /tmp/tern-zoo/zoo_table.md "$out/" 2>/dev/null || rc=1
   fi
   if [[ -n ${TERN_GPU_TABLE:-} ]]; then  # the full decode/prefill table per size, beside HF
     for size in $TERN_GPU_TABLE; do bench/decode_table.sh "$dist/tern" "$size" "$out" || rc=1; done
