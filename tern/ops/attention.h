@@ -12,7 +12,8 @@ struct AttentionMask {
   int64_t q_offset = 0;
   // > 0: additionally j > i + q_offset - window (a sliding window of `window` keys including the query's own).
   int64_t window = 0;
-  // Optional [B] i32: keys j >= kv_len[b] are invisible to row b (right-padded batches).
+  // Optional [B] i32 >= 0: keys j >= kv_len[b] are invisible to row b (right-padded batches); a length
+  // past Lk hides nothing (a ring's step reads all its slots with the sequence's length).
   Tensor kv_len;
   // Optional additive f32 bias broadcastable to [B, Hq, Lq, Lk] (-inf hides a key).
   Tensor bias;

@@ -3,9 +3,7 @@
 #include "tern/state/ring_kv_cache.h"
 
 #include <algorithm>
-#include <vector>
 
-#include "tern/ops/elementwise.h"
 #include "tern/ops/index.h"
 #include "tern/state/cache_file.h"
 
@@ -83,8 +81,8 @@ std::unique_ptr<AttentionRead> RingKVCache::append(const Tensor& k, const Tensor
     TERN_CHECK(phase == AppendPhase::decode && !in_spec_round(),
                "[kv_cache] expected decode appends outside speculative rounds while a compiled step is attached");
     ops::write_positions(keys_, k, values_, v, step_->positions, window_);
-    DeviceStep held{step_->positions, ops::binary(step_->lengths, window_len_, ops::BinaryOp::minimum), capacity()};
-    return step_read(keys_, values_, held);
+    // Lengths past the slots held mean every slot (a wrapped ring holds exactly the window).
+    return step_read(keys_, values_, DeviceStep{step_->positions, step_->lengths, capacity()});
   }
   const int64_t n = k.size(2);
   // The read: the last window-1 stored positions (all a new query can still see) and the new ones.
@@ -116,8 +114,6 @@ void RingKVCache::attach_step(const DeviceStep* step) {
              "[kv_cache] expected a compiled step on the ring's device ({}), got {}",
              keys_.defined() ? keys_.device().str() : "no storage", step ? step->positions.device().str() : "");
   TERN_CHECK(!step || !in_spec_round(), "[kv_cache] expected no speculative round when a compiled step is attached");
-  if (step && !window_len_.defined())
-    window_len_ = Tensor::from_vector(std::vector<int32_t>{static_cast<int32_t>(window_)}, {1}).to(keys_.device());
   step_ = step;
 }
 

@@ -38,7 +38,7 @@ class RingKVCache : public KVCache {
   void load(CacheReader& in) override;
 
   // Compiled decode: under a DeviceStep a decode append writes row b at slot positions[b] % window and
-  // reads every slot held, the first min(lengths[b], window) of them (order-free: a wrapped ring needs
+  // reads every slot held, the first lengths[b] of them (order-free: a wrapped ring needs
   // no copy into time order). reserve() allocates min(positions, window) slots. No speculative round
   // and no trim while a step is attached.
   bool supports_device_step() const override { return true; }
@@ -68,7 +68,6 @@ class RingKVCache : public KVCache {
   int64_t window_ = 0;
   int64_t offset_ = 0;
   const DeviceStep* step_ = nullptr;
-  Tensor window_len_;  // [1] i32 = window on the step's device: a step's read lengths are capped at it
   Tensor keys_;    // [B, Hkv, capacity, D]; position p lives in slot p % window
   Tensor values_;  // [B, Hkv, capacity, Dv]
   // The round's copies of overwritten positions [saved_from_, saved_to_), in time order.

@@ -296,8 +296,12 @@ TEST(SdpaTest, Errors) {
   EXPECT_THROW(ops::sdpa(q, k, v, 1.0f, bad_len), Error);
   bad_len.kv_len = Tensor::from_vector<int64_t>({5}, {1});
   EXPECT_THROW(ops::sdpa(q, k, v, 1.0f, bad_len), Error);
-  bad_len.kv_len = Tensor::from_vector<int32_t>({6}, {1});
+  bad_len.kv_len = Tensor::from_vector<int32_t>({-1}, {1});
   EXPECT_THROW(ops::sdpa(q, k, v, 1.0f, bad_len), Error);
+  // A length past Lk hides nothing.
+  ops::AttentionMask all, past;
+  past.kv_len = Tensor::from_vector<int32_t>({9}, {1});
+  EXPECT_EQ(ops::sdpa(q, k, v, 1.0f, past).to_f32_vector(), ops::sdpa(q, k, v, 1.0f, all).to_f32_vector());
   ops::AttentionMask bad_bias;
   bad_bias.bias = random_tensor({3, 5}, Dtype::f32, 7);
   EXPECT_THROW(ops::sdpa(q, k, v, 1.0f, bad_bias), Error);
