@@ -24,28 +24,8 @@ TEST(PlainKVCacheStep, DecodeThroughDeviceStepEqualsOrdinaryDecode) {
   stepped.reserve(P + steps);
   ASSERT_GE(stepped.capacity(), P + steps);
 
-  DeviceStep step;
-  step.positions = Tensor::from_vector(std::vector<int32_t>(B, P), {B});
-  step.lengths = Tensor::from_vector(std::vector<int32_t>(B, P + 1), {B});
-  step.span = stepped.capacity();  // a span past the stored prefix: the lengths must hide the rest
-  stepped.attach_step(&step);
-  ops::RopeConfig rc;
-  rc.head_dim = D;
-  ops::RopeTable rope = ops::rope_table(rc);
-  for (int64_t s = 0; s < steps; ++s) {
-    Tensor q = random_tensor({B, Hq, 1, D}, rng), k = random_tensor({B, H, 1, D}, rng), v = random_tensor({B, H, 1, D}, rng);
-    EXPECT_EQ(max_abs_diff(plain.rope_positions(q, rope), stepped.rope_positions(q, rope)), 0.0f);
-    Tensor want = plain.append(k, v, AppendPhase::decode)->attend(q, 0.35f);
-    Tensor got = stepped.append(k, v, AppendPhase::decode)->attend(q, 0.35f);
-    EXPECT_LT(max_abs_diff(want, got), 1e-6f) << "step " << s;
-    EXPECT_EQ(stepped.offset(), P + s) << "append under a step leaves offset() alone";
-    stepped.advance(1);
-    for (int64_t b = 0; b < B; ++b) {
-      step.positions.data<int32_t>()[b] += 1;
-      step.lengths.data<int32_t>()[b] += 1;
-    }
-  }
-  stepped.attach_step(nullptr);
+  // a span past the stored prefix: the lengths must hide the rest
+  expect_step_decodes_equal(plain, stepped, P, steps, stepped.capacity(), Hq, rng);
   EXPECT_EQ(stepped.offset(), plain.offset());
   EXPECT_EQ(max_abs_diff(stepped.keys(), plain.keys()), 0.0f);
   EXPECT_EQ(max_abs_diff(stepped.values(), plain.values()), 0.0f);

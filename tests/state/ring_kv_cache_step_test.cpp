@@ -28,28 +28,8 @@ void expect_step_equals_ordinary(int64_t window, int64_t P, int64_t steps, int64
   EXPECT_GE(stepped.capacity(), std::min(window, reserve));
   EXPECT_LE(stepped.capacity(), window);
 
-  DeviceStep step;
-  step.positions = Tensor::from_vector(std::vector<int32_t>(B, static_cast<int32_t>(P)), {B});
-  step.lengths = Tensor::from_vector(std::vector<int32_t>(B, static_cast<int32_t>(P + 1)), {B});
-  step.span = 1;  // the decoder's span bucket: a ring reads its own slots whatever it says
-  stepped.attach_step(&step);
-  ops::RopeConfig rc;
-  rc.head_dim = D;
-  ops::RopeTable rope = ops::rope_table(rc);
-  for (int64_t s = 0; s < steps; ++s) {
-    Tensor q = random_tensor({B, Hq, 1, D}, rng), k = random_tensor({B, H, 1, D}, rng), v = random_tensor({B, H, 1, D}, rng);
-    EXPECT_EQ(max_abs_diff(plain.rope_positions(q, rope), stepped.rope_positions(q, rope)), 0.0f);
-    Tensor want = plain.append(k, v, AppendPhase::decode)->attend(q, 0.35f);
-    Tensor got = stepped.append(k, v, AppendPhase::decode)->attend(q, 0.35f);
-    EXPECT_LT(max_abs_diff(want, got), 1e-6f) << "step " << s;
-    EXPECT_EQ(stepped.offset(), P + s) << "an append under a step leaves offset() alone";
-    stepped.advance(1);
-    for (int64_t b = 0; b < B; ++b) {
-      step.positions.data<int32_t>()[b] += 1;
-      step.lengths.data<int32_t>()[b] += 1;
-    }
-  }
-  stepped.attach_step(nullptr);
+  // span 1, the decoder's bucket: a ring reads its own slots whatever it says
+  expect_step_decodes_equal(plain, stepped, P, steps, 1, Hq, rng);
   EXPECT_EQ(stepped.offset(), plain.offset());
   EXPECT_EQ(max_abs_diff(stepped.temporal_keys(), plain.temporal_keys()), 0.0f);
   EXPECT_EQ(max_abs_diff(stepped.temporal_values(), plain.temporal_values()), 0.0f);
