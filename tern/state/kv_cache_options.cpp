@@ -52,18 +52,6 @@ void KVCacheOptions::validate() const {
   TERN_CHECK(boundary >= 0, "[kv-cache] expected a non-negative boundary, got {}", boundary);
 }
 
-void KVCacheOptions::validate_on(const Device& device) const {
-  validate();
-  const KVScheme s = parse_kv_scheme(kind);
-  // The ops take rotated keys on CUDA (the value kernels code them, the window read reads them), but that
-  // path has not run on a GPU yet: until CudaKVQuant.RotatedKeysCachesMatchCpu passes there, users keep
-  // this refusal rather than an unverified answer.
-  TERN_CHECK(!device.is_cuda() || s.type != KVScheme::turbo || s.key_bits == 8,
-             "[kv-cache] turbo keys of {} bits run on the CPU only for now, got --kv-cache {} on {} (use turbo:k8v{} "
-             "or --device cpu)",
-             s.key_bits, kind, device.str(), s.value_bits);
-}
-
 bool kv_layer_is_quantized(const KVCacheOptions& options, const KVLayerInfo& layer) {
   const KVScheme::Type type = parse_kv_scheme(options.kind).type;
   // Sliding layers take affine storage on their ring; TurboQuant is for full-attention layers only.

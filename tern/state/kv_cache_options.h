@@ -19,9 +19,6 @@ struct KVCacheOptions {
 
   // Throws `[kv-cache] ...` naming the field when a value is out of range or a kind is unknown.
   void validate() const;
-  // validate(), and that the caches can live on `device`: TurboQuant keys of 4 or 3 bits are CPU-only
-  // for now (a run on CUDA stops here with one error instead of at its first store).
-  void validate_on(const Device& device) const;
 };
 
 // What a model says about one attention layer when it asks for its cache.

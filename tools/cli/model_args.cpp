@@ -37,7 +37,7 @@ LoadOptions runtime_options(const Args& args) {
 
 LoadOptions runtime_options(const Args& args, const KVCacheOptions& kv) {
   LoadOptions o = runtime_options(args);
-  kv.validate_on(o.device);
+  kv.validate();
   return o;
 }
 
