@@ -58,6 +58,12 @@ SparseMoe SparseMoe::load(const WeightLoader& w, const SparseMoeShape& shape) {
 }
 
 Tensor SparseMoe::forward(const ops::PreNorm& in, Tensor& sum) const {
+  if (!RouterTape::active() && in.x.defined() && in.x.rank() >= 1 && in.x.size(-1) == shape_.hidden) {
+    ops::MoeNormRoute r = ops::moe_norm_route(in, router_.weight, shape_.n_expert_used, shape_.norm_topk_prob);
+    sum = r.sum;
+    const int64_t H = shape_.hidden;
+    return mix(r.normed.reshape({r.normed.numel() / H, H}).contiguous(), {r.weights, r.experts}).view(in.x.shape());
+  }
   ops::AddNorm a = ops::pre_norm(in);
   sum = a.sum;
   return forward(a.normed);
@@ -71,11 +77,14 @@ Tensor SparseMoe::forward(const Tensor& x) const {
   Tensor x2 = x.reshape({T, H}).contiguous();  // [T, hidden]
   // Router logits in f32 even for bf16 activations: rounding them to bf16 would flip near-tied experts.
   Tensor logits = ops::linear(x2, router_.weight, {}, Dtype::f32);  // [T, n_expert]
-  RouterChoice route = route_top_k(logits, K, shape_.norm_topk_prob);
-  Tensor out = ops::moe_experts(x2, route.experts, route.weights, experts_.gate_up, experts_.down,
-                                ops::MoeActivation::swiglu);  // [T, hidden] f32
-  if (x.dtype() != Dtype::f32) out = ops::cast(out, x.dtype());
-  return out.view(x.shape());
+  return mix(x2, route_top_k(logits, K, shape_.norm_topk_prob)).view(x.shape());
+}
+
+Tensor SparseMoe::mix(const Tensor& x2d, const RouterChoice& route) const {
+  const Dtype out = x2d.dtype() == Dtype::bf16 ? Dtype::bf16 : Dtype::f32;  // the experts sum in f32
+  Tensor y = ops::moe_experts(x2d, route.experts, route.weights, experts_.gate_up, experts_.down,
+                              ops::MoeActivation::swiglu, out);  // [T, hidden]
+  return y.dtype() == x2d.dtype() ? y : ops::cast(y, x2d.dtype());
 }
 
 }  // namespace tern

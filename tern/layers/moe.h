@@ -45,13 +45,16 @@ class SparseMoe {
   static SparseMoe load(const WeightLoader& w, const SparseMoeShape& shape);
   // x [..., hidden] -> [..., hidden] in x's dtype: sum over the chosen experts of weight * expert(x).
   Tensor forward(const Tensor& x) const;
-  // The same over ops::pre_norm(in), whose residual sum goes to sum (as GatedMlp's; the router needs
-  // the normed rows themselves, so nothing is fused).
+  // The same over ops::pre_norm(in), whose residual sum goes to sum (as GatedMlp's). Without an active
+  // RouterTape the norm and the routing are ops::moe_norm_route (one kernel for a CUDA decode step).
   Tensor forward(const ops::PreNorm& in, Tensor& sum) const;
 
   const SparseMoeShape& shape() const { return shape_; }
 
  private:
+  // The experts' mix of x2d [T, hidden] under `route`, in x2d's dtype.
+  Tensor mix(const Tensor& x2d, const RouterChoice& route) const;
+
   SparseMoeShape shape_;
   Linear router_;  // [n_expert, hidden]
   StackedExperts experts_;

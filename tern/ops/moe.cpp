@@ -4,12 +4,13 @@
 #include <string>
 
 #include "tern/ops/elementwise.h"
+#include "tern/ops/matmul.h"
 #include "tern/ops/reduce.h"
 
 namespace tern::ops {
 
 Tensor moe_experts(const Tensor& x, const Tensor& experts, const Tensor& weights, const Tensor& gate_up,
-                   const Tensor& down, MoeActivation act) {
+                   const Tensor& down, MoeActivation act, Dtype out_dtype) {
   TERN_CHECK(x.defined() && experts.defined() && weights.defined() && gate_up.defined() && down.defined(),
              "[moe_experts] expected defined tensors, got an undefined one");
   TERN_CHECK(x.rank() == 2, "[moe_experts] expected x [T, hidden], got {}", shape_str(x.shape()));
@@ -34,13 +35,16 @@ Tensor moe_experts(const Tensor& x, const Tensor& experts, const Tensor& weights
   TERN_CHECK(experts.device() == dev && weights.device() == dev && gate_up.device() == dev && down.device() == dev,
              "[moe_experts] expected every tensor on {}, got experts {}, weights {}, gate_up {}, down {}", dev.str(),
              experts.device().str(), weights.device().str(), gate_up.device().str(), down.device().str());
-  Tensor out = Tensor::zeros({T, H}, Dtype::f32, dev);
-  if (T == 0 || experts.size(1) == 0) return out;
+  TERN_CHECK(out_dtype == Dtype::f32 || out_dtype == Dtype::bf16,
+             "[moe_experts] expected an f32 or bf16 output, got {}", dtype_name(out_dtype));
+  if (T == 0 || experts.size(1) == 0) return Tensor::zeros({T, H}, out_dtype, dev);
   if (dev.is_cpu()) {
+    Tensor out = Tensor::zeros({T, H}, Dtype::f32, dev);
     cpu::moe_experts(x.contiguous(), experts.contiguous(), weights.contiguous(), gate_up, down, act, out);
-  } else {
-    cuda::moe_experts(x.contiguous(), experts.contiguous(), weights.contiguous(), gate_up, down, act, out);
+    return out_dtype == Dtype::f32 ? out : cast(out, out_dtype);
   }
+  Tensor out = Tensor::empty({T, H}, out_dtype, dev);
+  cuda::moe_experts(x.contiguous(), experts.contiguous(), weights.contiguous(), gate_up, down, act, out);
   return out;
 }
 
@@ -60,6 +64,36 @@ MoeRoute moe_route(const Tensor& logits, int64_t k, bool renormalize) {
   Tensor w = top.values;
   if (renormalize) w = div(w, sum(w, -1, true));
   return {w.contiguous(), top.indices.contiguous()};
+}
+
+MoeNormRoute moe_norm_route(const PreNorm& in, const Tensor& router, int64_t k, bool renormalize) {
+  const Tensor& x = in.x;
+  if (x.defined() && x.device().is_cuda() && x.dtype() == Dtype::bf16 && x.rank() >= 1 && router.defined() &&
+      router.rank() == 2 && router.dtype() == Dtype::bf16 && router.is_contiguous() && router.device() == x.device() &&
+      router.size(1) == x.size(-1) && k >= 1 && k <= router.size(0) && in.eps >= 0.0f &&
+      (!in.delta.defined() ||
+       (in.delta.shape() == x.shape() && in.delta.dtype() == x.dtype() && in.delta.device() == x.device())) &&
+      (!in.weight.defined() || (in.weight.shape() == Shape{x.size(-1)} && in.weight.dtype() == Dtype::bf16 &&
+                                in.weight.device() == x.device()))) {
+    const int64_t H = x.size(-1), rows = H ? x.numel() / H : 0;
+    MoeNormRoute r;
+    if (rows >= 1 && rows <= 4 &&
+        cuda::moe_norm_route(
+            x.reshape({rows, H}).contiguous(), in.delta.defined() ? in.delta.reshape({rows, H}).contiguous() : Tensor(),
+            in.weight.defined() ? in.weight.contiguous() : Tensor(), in.eps, router, k, renormalize, r)) {
+      if (in.delta.defined())
+        r.sum = r.sum.view(x.shape());
+      else
+        r.sum = x;
+      r.normed = r.normed.view(x.shape());
+      return r;
+    }
+  }
+  AddNorm a = pre_norm(in);
+  const int64_t H = a.normed.size(-1);
+  Tensor logits = linear(a.normed.reshape({a.normed.numel() / H, H}), router, {}, Dtype::f32);
+  MoeRoute route = moe_route(logits, k, renormalize);
+  return {a.sum, a.normed, route.weights, route.experts};
 }
 
 }  // namespace tern::ops

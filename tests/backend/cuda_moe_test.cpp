@@ -184,5 +184,72 @@ TEST_F(CudaMoe, RouteMatchesSoftmaxTopK) {
   EXPECT_THROW(ops::moe_route(randn({2, 8}, 90).to(kGpu), 9, true), Error);
 }
 
+// An f32 or bf16 output: the bf16 one is the f32 one rounded once, on the decode and the sorted paths.
+TEST_F(CudaMoe, Bf16OutputIsTheF32OneRounded) {
+  for (const Case& c :
+       {Case{1, 8, 128, 2048, 768, ops::MoeActivation::swiglu}, Case{3, 2, 16, 96, 40, ops::MoeActivation::geglu_tanh},
+        Case{40, 2, 16, 96, 40, ops::MoeActivation::swiglu}, Case{2, 2, 6, 20, 12, ops::MoeActivation::swiglu}}) {
+    std::vector<int32_t> ids;
+    std::vector<float> wts;
+    uneven_route(c.T, c.k, c.E, 900, ids, wts);
+    Tensor x = ops::cast(randn({c.T, c.H}, 901, 1.0f), Dtype::bf16).to(kGpu);
+    Tensor gu = ops::cast(randn({c.E, 2 * c.I, c.H}, 902, 1.0f / std::sqrt(float(c.H))), Dtype::bf16).to(kGpu);
+    Tensor dn = ops::cast(randn({c.E, c.H, c.I}, 903, 1.0f / std::sqrt(float(c.I))), Dtype::bf16).to(kGpu);
+    Tensor e = Tensor::from_vector(ids, {c.T, c.k}).to(kGpu), w = Tensor::from_vector(wts, {c.T, c.k}).to(kGpu);
+    Tensor f = ops::moe_experts(x, e, w, gu, dn, c.act);
+    Tensor b = ops::moe_experts(x, e, w, gu, dn, c.act, Dtype::bf16);
+    ASSERT_EQ(b.dtype(), Dtype::bf16);
+    EXPECT_EQ(ops::cast(f, Dtype::bf16).to(Device::cpu()).to_f32_vector(), b.to(Device::cpu()).to_f32_vector())
+        << "T " << c.T << " E " << c.E << " H " << c.H;
+  }
+}
+
+// ops::moe_norm_route (one kernel for <= 4 bf16 rows, E <= 256) against pre_norm, the f32 router product
+// and moe_route on the same device: the sums and normed rows bit for bit, the same experts, the weights to
+// f32 rounding; past its limits (5 rows, 300 experts) the composed ops run. Called many times in a row,
+// so a block counter left non-zero would fail the later calls.
+TEST_F(CudaMoe, NormRouteMatchesTheThreeOps) {
+  uint32_t seed = 1000;
+  for (int64_t H : {64, 2048}) {
+    for (int64_t E : {8, 60, 128, 256, 300}) {
+      for (int64_t M : {1, 2, 4, 5}) {
+        for (int variant = 0; variant < 3; ++variant) {  // delta and weight; weight only; neither
+          const int64_t k = std::min<int64_t>(8, E / 2);
+          ops::PreNorm in;
+          in.x = ops::cast(randn({M, 1, H}, seed++, 1.0f), Dtype::bf16).to(kGpu);
+          if (variant == 0) in.delta = ops::cast(randn({M, 1, H}, seed++, 0.5f), Dtype::bf16).to(kGpu);
+          if (variant < 2) {
+            std::vector<float> nw = randn({H}, seed++, 0.3f).to_f32_vector();
+            for (float& v : nw) v += 1.0f;
+            in.weight = ops::cast(Tensor::from_vector(nw, {H}), Dtype::bf16).to(kGpu);
+          }
+          in.eps = 1e-6f;
+          Tensor router = ops::cast(randn({E, H}, seed++, 1.0f / std::sqrt(float(H))), Dtype::bf16).to(kGpu);
+          const std::string what = "H " + std::to_string(H) + " E " + std::to_string(E) + " M " + std::to_string(M) +
+                                   " variant " + std::to_string(variant);
+          ops::MoeNormRoute got = ops::moe_norm_route(in, router, k, true);
+          ops::AddNorm a = ops::pre_norm(in);
+          ops::MoeRoute want = ops::moe_route(ops::linear(a.normed.reshape({M, H}), router, {}, Dtype::f32), k, true);
+          ASSERT_EQ(got.normed.shape(), in.x.shape()) << what;
+          EXPECT_EQ(a.sum.to(Device::cpu()).to_f32_vector(), got.sum.to(Device::cpu()).to_f32_vector()) << what;
+          EXPECT_EQ(a.normed.to(Device::cpu()).to_f32_vector(), got.normed.to(Device::cpu()).to_f32_vector()) << what;
+          // The router products sum in different orders: a slot may swap two experts whose probabilities
+          // tie to f32 rounding, and nothing else.
+          const std::vector<float> we = want.experts.to(Device::cpu()).to_f32_vector();
+          const std::vector<float> ge = got.experts.to(Device::cpu()).to_f32_vector();
+          const std::vector<float> ww = want.weights.to(Device::cpu()).to_f32_vector();
+          const std::vector<float> gw = got.weights.to(Device::cpu()).to_f32_vector();
+          ASSERT_EQ(we.size(), ge.size()) << what;
+          for (size_t i = 0; i < we.size(); ++i) {
+            EXPECT_TRUE(we[i] == ge[i] || std::fabs(ww[i] - gw[i]) < 1e-6f)
+                << what << " slot " << i << ": expert " << ge[i] << " for " << we[i];
+            EXPECT_NEAR(ww[i], gw[i], 1e-5f) << what << " slot " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tern

@@ -48,10 +48,12 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
     launch_delta_recurrent(qc.data<float>(), kc.data<float>(), vc.data<float>(), gc.data<float>(), bc.data<float>(),
                            state.data<float>(), out.data<float>(), B, L, Hk, Dk, Hv, Dv, stream());
   } else {
-    // Any chunk size gives the same result up to rounding; the kernel's f64 chunk matrix caps it.
+    // Any chunk size gives the same result up to rounding; the kernels' chunk matrices cap it.
+    const int64_t c = std::min(chunk, kMaxChunk);
+    Tensor scratch = Tensor::empty({delta_chunked_scratch(B, L, Hv, c)}, Dtype::f32, q.device());
     launch_delta_chunked(qc.data<float>(), kc.data<float>(), vc.data<float>(), gc.data<float>(), bc.data<float>(),
-                         state.data<float>(), out.data<float>(), B, L, Hk, Dk, Hv, Dv,
-                         std::min(chunk, kMaxChunk), stream());
+                         state.data<float>(), out.data<float>(), B, L, Hk, Dk, Hv, Dv, c, scratch.data<float>(),
+                         stream());
   }
 }
 

@@ -35,20 +35,36 @@ void launch_delta_recurrent(const float* q, const float* k, const float* v, cons
   launch_kernel(kernels::delta_recurrent_kernel, grid, cols, smem, s, q, k, v, g, beta, state, out, L, Hk, Dk, Hv, Dv);
 }
 
+int64_t delta_chunked_scratch(int64_t B, int64_t L, int64_t Hv, int64_t chunk) {
+  const int64_t nchunks = (L + chunk - 1) / chunk;
+  return 2 * B * Hv * nchunks * kernels::kMaxChunk * kernels::kMaxChunk + 2 * B * Hv * L;
+}
+
 void launch_delta_chunked(const float* q, const float* k, const float* v, const float* g, const float* beta,
                           float* state, float* out, int64_t B, int64_t L, int64_t Hk, int64_t Dk, int64_t Hv,
-                          int64_t Dv, int64_t chunk, cudaStream_t s) {
-  // Opt in once to the shared memory of the largest case (a 64-position chunk at Dk 256, about 150 KB).
+                          int64_t Dv, int64_t chunk, float* scratch, cudaStream_t s) {
+  // Opt in once to the shared memory of the largest case (Dk 256: about 195 KB and 163 KB).
   static const bool configured = [] {
-    TERN_CUDA_CHECK(cudaFuncSetAttribute(kernels::delta_chunked_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kernels::delta_chunked_smem(kernels::kMaxChunk, 256))));
+    TERN_CUDA_CHECK(cudaFuncSetAttribute(kernels::delta_chunk_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kernels::delta_prep_smem(256))));
+    TERN_CUDA_CHECK(cudaFuncSetAttribute(kernels::delta_chunk_scan_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(kernels::delta_scan_smem(256))));
     return true;
   }();
   (void)configured;
-  constexpr int cols = kernels::kChunkCols;
-  const dim3 grid(static_cast<unsigned>((Dv + cols - 1) / cols), static_cast<unsigned>(Hv), static_cast<unsigned>(B));
-  launch_kernel(kernels::delta_chunked_kernel, grid, kernels::kChunkThreads, kernels::delta_chunked_smem(chunk, Dk), s,
-                q, k, v, g, beta, state, out, L, Hk, Dk, Hv, Dv, chunk);
+  const int64_t nchunks = (L + chunk - 1) / chunk, mat = B * Hv * nchunks * kernels::kMaxChunk * kernels::kMaxChunk;
+  float* T = scratch;
+  float* P = T + mat;
+  float* e = P + mat;
+  float* tail = e + B * Hv * L;
+  const dim3 prep(static_cast<unsigned>(nchunks), static_cast<unsigned>(Hk), static_cast<unsigned>(B));
+  launch_kernel(kernels::delta_chunk_prep_kernel, prep, kernels::kChunkThreads, kernels::delta_prep_smem(Dk), s, q, k,
+                g, beta, T, P, e, tail, L, Hk, Dk, Hv, chunk);
+  constexpr int cols = kernels::kScanCols;
+  const dim3 scan(static_cast<unsigned>((Dv + cols - 1) / cols), static_cast<unsigned>(Hv), static_cast<unsigned>(B));
+  launch_kernel(kernels::delta_chunk_scan_kernel, scan, kernels::kChunkThreads, kernels::delta_scan_smem(Dk), s, q, k,
+                v, beta, static_cast<const float*>(T), static_cast<const float*>(P), static_cast<const float*>(e),
+                static_cast<const float*>(tail), state, out, L, Hk, Dk, Hv, Dv, chunk);
 }
 
 }  // namespace tern::cuda

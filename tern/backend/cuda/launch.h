@@ -75,10 +75,12 @@ void launch_causal_conv1d(const float* x, const float* w, float* history, float*
 void launch_delta_recurrent(const float* q, const float* k, const float* v, const float* g, const float* beta,
                             float* state, float* out, int64_t B, int64_t L, int64_t Hk, int64_t Dk, int64_t Hv,
                             int64_t Dv, cudaStream_t s);
-// The chunked gated delta rule, same operands; 1 <= chunk <= 64 positions per chunk, Dk <= 256.
+// The chunked gated delta rule, same operands; 1 <= chunk <= 64 positions per chunk, Dk <= 256. scratch
+// holds delta_chunked_scratch(B, L, Hv, chunk) floats.
+int64_t delta_chunked_scratch(int64_t B, int64_t L, int64_t Hv, int64_t chunk);
 void launch_delta_chunked(const float* q, const float* k, const float* v, const float* g, const float* beta,
                           float* state, float* out, int64_t B, int64_t L, int64_t Hk, int64_t Dk, int64_t Hv,
-                          int64_t Dv, int64_t chunk, cudaStream_t s);
+                          int64_t Dv, int64_t chunk, float* scratch, cudaStream_t s);
 
 // rope.cu: x, out contiguous [B, H, L, D]; pos [L] or [B, L] (per_batch) of pos_dt (i32/i64);
 // inv_freq [rot / 2] on the device.
@@ -110,13 +112,13 @@ void launch_embedding(Dtype table_dt, const void* table, int64_t V, int64_t D, D
 void launch_write_positions(size_t elem, int count, const kernels::PositionWrites& w, int64_t B,
                             const int32_t* positions, cudaStream_t s);
 
-// moe.cu. Decode: out [T, H] f32 = sum_j weights[t, j] * down_e(act(gate_e(x_t)) * up_e(x_t)), e =
-// experts[t, j], for bf16 x [T, H], gate_up [E, 2I, H] and down [E, H, I] (contiguous), act SwiGLU or
-// (geglu) GeGLU-tanh; h is [T * k, I] f32 scratch. Returns false (launching nothing) unless H and I are
-// multiples of 8 and the pointers 16-byte aligned.
+// moe.cu. Decode: out [T, H] (f32, or bf16 with out_bf16) = sum_j weights[t, j] * down_e(act(gate_e(x_t)) * up_e(x_t)),
+// e = experts[t, j], for bf16 x [T, H], gate_up [E, 2I, H] and down [E, H, I] (contiguous), act SwiGLU or (geglu)
+// GeGLU-tanh; h is [T * k, I] f32 scratch. Returns false (launching nothing) unless H and I are multiples of 8 and the
+// pointers 16-byte aligned.
 bool launch_moe_decode(const void* x, const int32_t* experts, const float* weights, int64_t T, int64_t k,
                        const void* gate_up, const void* down, int64_t E, int64_t H, int64_t I, bool geglu, float* h,
-                       float* out, cudaStream_t s);
+                       void* out, bool out_bf16, cudaStream_t s);
 // Counting sort of the P = T * k pairs by expert: counts [E] (zeroed here), offsets [E] and cursor [E]
 // (exclusive prefix sums), rows [P] (the token of each sorted slot; only the first sum(counts) are
 // written) and pos [P] (each pair's slot, -1 for an id outside [0, E)).
@@ -125,6 +127,14 @@ void launch_moe_sort(const int32_t* experts, int64_t P, int64_t k, int64_t E, in
 // out [T, H] f32 = sum_j weights[t, j] * y[pos[t, j]] over slots with pos >= 0; y [n_sorted, H] f32.
 void launch_moe_combine(const float* y, const int32_t* pos, const float* weights, int64_t T, int64_t k, int64_t H,
                         float* out, cudaStream_t s);
+// A mixture-of-experts sub-layer's entry for M <= 4 bf16 rows [M, H] in one launch: sum = x + delta
+// (delta may be null: no sum is written), normed = rms_norm(sum) * weight (weight may be null), logits
+// [M, E] f32 = normed router^T, then launch_moe_route's choice into weights / experts [M, k]. done: a
+// device counter at zero (left at zero). Returns false (nothing launched) unless M <= 4, E <= 256,
+// k <= 32, H % 8 == 0 and the bf16 pointers are 16-byte aligned.
+bool launch_moe_norm_route(const void* x, const void* delta, void* sum, const void* weight, float eps,
+                           const void* router, int64_t M, int64_t E, int64_t H, void* normed, float* logits, int64_t k,
+                           bool renormalize, float* weights, int32_t* experts, unsigned* done, cudaStream_t s);
 // The router's softmax top-k: logits [T, E] f32 contiguous (E <= 1024), k <= min(E, 32); weights [T, k]
 // f32 and experts [T, k] i32 out.
 void launch_moe_route(const float* logits, int64_t T, int64_t E, int64_t k, bool renormalize, float* weights,

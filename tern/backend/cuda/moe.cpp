@@ -8,6 +8,8 @@
 
 #include "tern/backend/cuda/launch.h"
 #include "tern/backend/cuda/layout.h"
+#include "tern/backend/cuda/runtime/allocator.h"
+#include "tern/backend/cuda/runtime/check.h"
 #include "tern/backend/cuda/runtime/context.h"
 #include "tern/ops/elementwise.h"
 #include "tern/ops/index.h"
@@ -25,10 +27,11 @@ bool run_decode(const Tensor& x, const Tensor& experts, const Tensor& weights, c
   if (gate_up.dtype() != Dtype::bf16 || !gate_up.is_contiguous() || !down.is_contiguous()) return false;
   const int64_t T = x.size(0), H = x.size(1), K = experts.size(1), E = gate_up.size(0), I = gate_up.size(1) / 2;
   Tensor xb = x.dtype() == Dtype::bf16 ? x : ops::cast(x, Dtype::bf16);
+  if (out.dtype() != Dtype::f32 && out.dtype() != Dtype::bf16) return false;
   Tensor h = Tensor::empty({T * K, I}, Dtype::f32, x.device());  // [T * k, inter]
   return launch_moe_decode(xb.data_ptr(), experts.data<int32_t>(), weights.data<float>(), T, K, gate_up.data_ptr(),
                            down.data_ptr(), E, H, I, act == ops::MoeActivation::geglu_tanh, h.data<float>(),
-                           out.data<float>(), stream());
+                           out.data_ptr(), out.dtype() == Dtype::bf16, stream());
 }
 
 void run_sorted(const Tensor& x, const Tensor& experts, const Tensor& weights, const Tensor& gate_up,
@@ -45,7 +48,10 @@ void run_sorted(const Tensor& x, const Tensor& experts, const Tensor& weights, c
   const int32_t* host = host_counts.data<int32_t>();
   int64_t n_sorted = 0;
   for (int64_t e = 0; e < E; ++e) n_sorted += host[e];
-  if (n_sorted == 0) return;  // out is zero-filled by ops::moe_experts
+  if (n_sorted == 0) {
+    out.copy_from(Tensor::zeros(out.shape(), out.dtype(), dev));
+    return;
+  }
 
   // Gather once, in the experts' dtype (cuBLASLt takes one input type).
   Tensor xs = ops::embedding(x, rows.slice(0, 0, n_sorted), gate_up.dtype());  // [n_sorted, hidden]
@@ -62,8 +68,23 @@ void run_sorted(const Tensor& x, const Tensor& experts, const Tensor& weights, c
     linear(hh, down.select(0, e), Tensor(), ye);
     at += n;
   }
-  launch_moe_combine(y.data<float>(), pos.data<int32_t>(), weights.data<float>(), T, K, H, out.data<float>(),
+  Tensor mixed = out.dtype() == Dtype::f32 ? out : Tensor::empty({T, H}, Dtype::f32, dev);
+  launch_moe_combine(y.data<float>(), pos.data<int32_t>(), weights.data<float>(), T, K, H, mixed.data<float>(),
                      stream());
+  if (out.dtype() != Dtype::f32) out.copy_from(ops::cast(mixed, out.dtype()));
+}
+
+// A zeroed device counter for the kernels that let their last block finish the work (they reset it);
+// created outside graph capture (nullptr while none exists and the stream is capturing).
+unsigned* block_counter() {
+  static unsigned* counter = nullptr;
+  if (!counter && !is_capturing()) {
+    void* p = device_alloc(sizeof(unsigned));
+    TERN_CUDA_CHECK(cudaMemsetAsync(p, 0, sizeof(unsigned), stream()));
+    TERN_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    counter = static_cast<unsigned*>(p);
+  }
+  return counter;
 }
 
 }  // namespace
@@ -73,6 +94,23 @@ void moe_experts(const Tensor& x, const Tensor& experts, const Tensor& weights, 
   for (const Tensor* t : {&x, &experts, &weights, &gate_up, &down}) check_cuda(*t, "moe_experts");
   if (x.size(0) <= kDecodeTokens && run_decode(x, experts, weights, gate_up, down, act, out)) return;
   run_sorted(x, experts, weights, gate_up, down, act, out);
+}
+
+bool moe_norm_route(const Tensor& x2d, const Tensor& delta2d, const Tensor& weight, float eps, const Tensor& router,
+                    int64_t k, bool renormalize, ops::MoeNormRoute& r) {
+  unsigned* done = block_counter();
+  if (!done) return false;
+  const int64_t M = x2d.size(0), H = x2d.size(1), E = router.size(0);
+  const Device dev = x2d.device();
+  r.sum = delta2d.defined() ? Tensor::empty({M, H}, Dtype::bf16, dev) : x2d;
+  r.normed = Tensor::empty({M, H}, Dtype::bf16, dev);
+  r.weights = Tensor::empty({M, k}, Dtype::f32, dev);
+  r.experts = Tensor::empty({M, k}, Dtype::i32, dev);
+  Tensor logits = Tensor::empty({M, E}, Dtype::f32, dev);
+  return launch_moe_norm_route(
+      x2d.data_ptr(), delta2d.defined() ? delta2d.data_ptr() : nullptr, delta2d.defined() ? r.sum.data_ptr() : nullptr,
+      weight.defined() ? weight.data_ptr() : nullptr, eps, router.data_ptr(), M, E, H, r.normed.data_ptr(),
+      logits.data<float>(), k, renormalize, r.weights.data<float>(), r.experts.data<int32_t>(), done, stream());
 }
 
 void moe_route(const Tensor& logits, int64_t k, bool renormalize, Tensor& weights, Tensor& experts) {

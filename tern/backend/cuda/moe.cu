@@ -1,6 +1,7 @@
 // Launchers of the mixture-of-experts kernels: the grouped decode GEMVs, the counting sort by expert and
 // the weighted combine of the prefill path.
 #include <initializer_list>
+#include <type_traits>
 
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/moe.cuh"
@@ -12,7 +13,7 @@ namespace tern::cuda {
 
 bool launch_moe_decode(const void* x, const int32_t* experts, const float* weights, int64_t T, int64_t k,
                        const void* gate_up, const void* down, int64_t E, int64_t H, int64_t I, bool geglu, float* h,
-                       float* out, cudaStream_t s) {
+                       void* out, bool out_bf16, cudaStream_t s) {
   if (H % 8 != 0 || I % 8 != 0) return false;
   for (const void* p : {x, gate_up, down, static_cast<const void*>(h)}) {
     if (reinterpret_cast<uintptr_t>(p) % 16) return false;
@@ -40,12 +41,22 @@ bool launch_moe_decode(const void* x, const int32_t* experts, const float* weigh
   }
   const dim3 down_grid(static_cast<unsigned>(H), static_cast<unsigned>(T));
   const auto* dn = static_cast<const __nv_bfloat16*>(down);
-  if (kernels::gemv_depth(I, 1) == 8) {
-    launch_kernel(kernels::moe_down_kernel<8>, down_grid, kernels::kMoeWarps * 32, 0, s, h, experts, weights, k, dn, E,
-                  H, I, out);
+  auto down_with = [&](auto u, auto* o) {
+    constexpr int U = decltype(u)::value;
+    launch_kernel(kernels::moe_down_kernel<U, std::remove_pointer_t<decltype(o)>>, down_grid, kernels::kMoeWarps * 32,
+                  0, s, h, experts, weights, k, dn, E, H, I, o);
+  };
+  auto down_into = [&](auto* o) {
+    if (kernels::gemv_depth(I, 1) == 8) {
+      down_with(std::integral_constant<int, 8>{}, o);
+    } else {
+      down_with(std::integral_constant<int, 4>{}, o);
+    }
+  };
+  if (out_bf16) {
+    down_into(static_cast<__nv_bfloat16*>(out));
   } else {
-    launch_kernel(kernels::moe_down_kernel<4>, down_grid, kernels::kMoeWarps * 32, 0, s, h, experts, weights, k, dn, E,
-                  H, I, out);
+    down_into(static_cast<float*>(out));
   }
   return true;
 }
@@ -63,6 +74,55 @@ void launch_moe_combine(const float* y, const int32_t* pos, const float* weights
                         float* out, cudaStream_t s) {
   constexpr int kThreads = 256;
   launch_kernel(kernels::moe_combine_kernel, grid_for(T * H, kThreads), kThreads, 0, s, y, pos, weights, T, k, H, out);
+}
+
+bool launch_moe_norm_route(const void* x, const void* delta, void* sum, const void* weight, float eps,
+                           const void* router, int64_t M, int64_t E, int64_t H, void* normed, float* logits, int64_t k,
+                           bool renormalize, float* weights, int32_t* experts, unsigned* done, cudaStream_t s) {
+  if (M < 1 || M > 4 || E > 256 || k > 32 || H % 8 != 0) return false;
+  for (const void* p : {x, delta, static_cast<const void*>(sum), weight, router, static_cast<const void*>(normed)}) {
+    if (reinterpret_cast<uintptr_t>(p) % 16) return false;
+  }
+  using bf = __nv_bfloat16;
+  constexpr int rows_per_block = kernels::kMoeWarps / kernels::kRouterW;
+  const auto grid = static_cast<unsigned>((E + rows_per_block - 1) / rows_per_block);
+  const size_t smem = static_cast<size_t>(M * H) * sizeof(bf);
+  auto go = [&](auto kernel) {
+    if (smem > 48 * 1024) {
+      TERN_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    }
+    launch_kernel(kernel, grid, kernels::kMoeWarps * 32, smem, s, static_cast<const bf*>(x),
+                  static_cast<const bf*>(delta), static_cast<bf*>(sum), static_cast<const bf*>(weight), eps,
+                  static_cast<const bf*>(router), E, H, static_cast<bf*>(normed), logits, static_cast<int>(k),
+                  renormalize, weights, experts, done);
+  };
+  auto with_m = [&](auto epl) {
+    constexpr int EPL = decltype(epl)::value;
+    switch (M) {
+      case 1:
+        go(kernels::moe_norm_route_kernel<1, EPL>);
+        break;
+      case 2:
+        go(kernels::moe_norm_route_kernel<2, EPL>);
+        break;
+      case 3:
+        go(kernels::moe_norm_route_kernel<3, EPL>);
+        break;
+      default:
+        go(kernels::moe_norm_route_kernel<4, EPL>);
+        break;
+    }
+  };
+  if (E <= 32)
+    with_m(std::integral_constant<int, 1>{});
+  else if (E <= 64)
+    with_m(std::integral_constant<int, 2>{});
+  else if (E <= 128)
+    with_m(std::integral_constant<int, 4>{});
+  else
+    with_m(std::integral_constant<int, 8>{});
+  return true;
 }
 
 void launch_moe_route(const float* logits, int64_t T, int64_t E, int64_t k, bool renormalize, float* weights,

@@ -8,5 +8,9 @@ void moe_experts(const Tensor&, const Tensor&, const Tensor&, const Tensor&, con
   TERN_THROW("[moe_experts] needs a CUDA build");
 }
 void moe_route(const Tensor&, int64_t, bool, Tensor&, Tensor&) { TERN_THROW("[moe_route] needs a CUDA build"); }
+bool moe_norm_route(const Tensor&, const Tensor&, const Tensor&, float, const Tensor&, int64_t, bool,
+                    ops::MoeNormRoute&) {
+  return false;
+}
 
 }  // namespace tern::cuda

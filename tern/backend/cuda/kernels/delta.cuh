@@ -1,6 +1,6 @@
 // Gated DeltaNet kernels: row-wise L2 norm, the depthwise causal conv1d (outputs, then the carried
-// history), and the gated delta rule: token by token (a thread per state column) and chunked (a block per
-// tile of state columns walks the chunks, each folded by a triangular solve in f64).
+// history), and the gated delta rule: token by token (a thread per state column) and chunked (every
+// chunk's triangular solve at once, then a block per tile of state columns walks the chunks).
 #pragma once
 #include "tern/backend/cuda/kernels/common.cuh"
 
@@ -113,121 +113,261 @@ __global__ void __launch_bounds__(kDeltaCols) delta_recurrent_kernel(
   }
 }
 
-constexpr int kChunkCols = 32;      // state columns per block of the chunked kernel
-constexpr int kChunkThreads = 128;  // threads per block of the chunked kernel
-constexpr int kMaxChunk = 64;       // positions per chunk (the f64 chunk matrix is kMaxChunk^2)
+// The chunked gated delta rule (the CPU's WY / UT form) in two kernels. Per chunk of n <= kMaxChunk
+// positions from t0, with cum the in-chunk cumulative g, e_i = exp(cum_i), tail_i = exp(cum_last - cum_i):
+//   T = (I + A)^-1, A[i, j] = beta_i k_i.k_j exp(cum_i - cum_j) (j < i);  P[i, s] = q_i.k_s exp(cum_i - cum_s)
+//   v_new = T (beta (v - e k S));  o_i = e_i q_i S + sum_{s <= i} P[i, s] v_new_s;
+//   S <- exp(cum_last) S + sum_s tail_s k_s v_new_s^T.
+// delta_chunk_prep_kernel computes T, P, e and tail for every chunk at once (they do not depend on S);
+// delta_chunk_scan_kernel walks the chunks in order per tile of state columns and does only the products
+// with S. The key Gram, the solve and T's product are f64 (the solve amplifies rounding); the products
+// with S and P sum in f32, and S, T and P are stored in f32.
+constexpr int kMaxChunk = 64;       // positions per chunk
+constexpr int kChunkThreads = 256;  // threads per block of both kernels
+constexpr int kScanCols = 32;       // state columns per block of the scan (a lane each)
+constexpr int kScanWarps = kChunkThreads / 32;
+constexpr int kMatStride = kMaxChunk + 1;  // row stride of the f64 chunk matrices in shared memory
 
-// Dynamic shared memory of delta_chunked_kernel for chunk positions and key dim Dk.
-__host__ __device__ constexpr size_t delta_chunked_smem(int64_t chunk, int64_t Dk) {
-  return static_cast<size_t>(chunk * chunk + chunk * kChunkCols + 4 * chunk) * sizeof(double) +
-         static_cast<size_t>(Dk * kChunkCols + chunk * (Dk + 1)) * sizeof(float);
+// Dynamic shared memory of the prep kernel: the chunk's keys and queries (row stride Dk + 1), later
+// reused for A / T, then the key Gram G and the query-key matrix P, then cum and beta.
+__host__ __device__ constexpr size_t delta_prep_smem(int64_t Dk) {
+  const size_t kq = static_cast<size_t>(2 * kMaxChunk * (Dk + 1)) * sizeof(float);
+  const size_t a = static_cast<size_t>(kMaxChunk * kMatStride) * sizeof(double);
+  return (kq > a ? kq : a) + static_cast<size_t>(2 * kMaxChunk * kMatStride + 2 * kMaxChunk) * sizeof(double);
 }
 
-// The gated delta rule over chunks of `chunk` positions (the CPU's WY / UT form). Block (column tile,
-// value head h, batch row b) holds its columns of the state S [Dk, 32] and, per chunk from t0 (cum =
-// in-chunk cumulative g, e = exp(cum)):
-//   A[i, j] = beta_i k_i.k_j exp(cum_i - cum_j) (j < i);  (I + A) v_new = beta (v - e k S)  (forward
-//   substitution; the CPU's U - W S folded into one solve, as (I + A)^-1 is linear);
-//   o_i = e_i q_i S + sum_{s <= i} q_i.k_s exp(cum_i - cum_s) v_new_s;
-//   S <- exp(cum_last) S + sum_s exp(cum_last - cum_s) k_s v_new_s^T.
-// The chunk's intermediates are f64 (the solve amplifies rounding); S stays f32. Keys of the chunk are
-// staged in shared memory with a padded row stride. Layouts as in ops::gated_delta_rule.
-__global__ void __launch_bounds__(kChunkThreads) delta_chunked_kernel(
-    const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
-    const float* __restrict__ g, const float* __restrict__ beta, float* __restrict__ state, float* __restrict__ out,
-    int64_t L, int64_t Hk, int64_t Dk, int64_t Hv, int64_t Dv, int64_t chunk) {
+// Dynamic shared memory of the scan kernel: the right-hand side [64, 32] (f64), v_new [64, 32], S [Dk,
+// 32], the chunk's queries then keys [n, Dk], T and P [64, 64], e, tail and beta.
+__host__ __device__ constexpr size_t delta_scan_smem(int64_t Dk) {
+  return static_cast<size_t>(kMaxChunk * kScanCols) * sizeof(double) +
+         static_cast<size_t>(kMaxChunk * kScanCols + Dk * kScanCols + kMaxChunk * Dk + 2 * kMaxChunk * kMaxChunk +
+                             3 * kMaxChunk) *
+             sizeof(float);
+}
+
+// Grid (chunks, Hk, B), kChunkThreads threads. The Gram and query-key dots of a key head's chunk are
+// shared by the Hv / Hk value heads it serves; per value head: cum, A, the solve (row by row, four
+// threads per entry), then T [64, 64] and P [64, 64] (entries s <= i) to Tg / Pg at chunk (b, h, c), and
+// e and tail to eg / tg at [b, h, t]. Layouts of q, k, g, beta as in ops::gated_delta_rule.
+__global__ void __launch_bounds__(kChunkThreads)
+    delta_chunk_prep_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ g,
+                            const float* __restrict__ beta, float* __restrict__ Tg, float* __restrict__ Pg,
+                            float* __restrict__ eg, float* __restrict__ tg, int64_t L, int64_t Hk, int64_t Dk,
+                            int64_t Hv, int64_t chunk) {
   grid_dependency_wait();
   extern __shared__ double dsm[];
-  constexpr int C = kChunkCols;
-  double* A = dsm;                    // [chunk, chunk]: the solve's matrix, then the q.k decay matrix
-  double* Vn = A + chunk * chunk;     // [chunk, C]: the right-hand side, then v_new
-  double* cum = Vn + chunk * C;       // [chunk]
-  double* bet = cum + chunk;          // [chunk]
-  double* ecum = bet + chunk;         // [chunk] exp(cum_i)
-  double* tail = ecum + chunk;        // [chunk] exp(cum_last - cum_i)
-  float* S = reinterpret_cast<float*>(tail + chunk);  // [Dk, C]
-  float* Ks = S + Dk * C;                              // [chunk, Dk + 1]
   const int64_t ks = Dk + 1;
-  const int64_t b = blockIdx.z, h = blockIdx.y, hk = h / (Hv / Hk), c0 = static_cast<int64_t>(blockIdx.x) * C;
-  const int64_t cols = Dv - c0 < C ? Dv - c0 : C;
-  const int tid = threadIdx.x, nt = blockDim.x;
-  float* Sg = state + (b * Hv + h) * Dk * Dv;  // [Dk, Dv]
-  for (int64_t idx = tid; idx < Dk * C; idx += nt) {
-    const int64_t x = idx / C, c = idx % C;
-    S[idx] = c < cols ? Sg[x * Dv + c0 + c] : 0.0f;
+  const size_t kq_doubles =
+      (static_cast<size_t>(2 * kMaxChunk * ks) * sizeof(float) + sizeof(double) - 1) / sizeof(double);
+  const size_t head = kq_doubles > static_cast<size_t>(kMaxChunk * kMatStride)
+                          ? kq_doubles
+                          : static_cast<size_t>(kMaxChunk * kMatStride);
+  float* Ks = reinterpret_cast<float*>(dsm);  // [n, Dk + 1]
+  float* Qs = Ks + kMaxChunk * ks;            // [n, Dk + 1]
+  double* A = dsm;                            // [64, 65]: A, solved into T in place (over Ks / Qs)
+  double* G = dsm + head;                     // [64, 65] k_i.k_j
+  double* P = G + kMaxChunk * kMatStride;     // [64, 65] q_i.k_s
+  double* cum = P + kMaxChunk * kMatStride;   // [64]
+  double* bet = cum + kMaxChunk;              // [64]
+  const int64_t c = blockIdx.x, hk = blockIdx.y, b = blockIdx.z, t0 = c * chunk, nchunks = gridDim.x;
+  const int64_t n = L - t0 < chunk ? L - t0 : chunk;
+  const int tid = threadIdx.x;
+  for (int64_t idx = tid; idx < n * Dk; idx += kChunkThreads) {
+    const int64_t i = idx / Dk, x = idx % Dk, at = ((b * L + t0 + i) * Hk + hk) * Dk + x;
+    Ks[i * ks + x] = k[at];
+    Qs[i * ks + x] = q[at];
   }
-  for (int64_t t0 = 0; t0 < L; t0 += chunk) {
-    const int64_t n = L - t0 < chunk ? L - t0 : chunk;
-    __syncthreads();  // the previous chunk is done with the shared buffers
+  __syncthreads();
+  for (int64_t idx = tid; idx < n * n; idx += kChunkThreads) {
+    const int64_t i = idx / n, j = idx % n;
+    if (j > i) continue;
+    double dk = 0.0;
+    float dq = 0.0f;
+    for (int64_t x = 0; x < Dk; ++x) {
+      const float kj = Ks[j * ks + x];
+      dk += static_cast<double>(Ks[i * ks + x]) * kj;
+      dq += Qs[i * ks + x] * kj;
+    }
+    G[i * kMatStride + j] = dk;
+    P[i * kMatStride + j] = dq;
+  }
+  const int64_t per = Hv / Hk;
+  for (int64_t h = hk * per; h < (hk + 1) * per; ++h) {
+    __syncthreads();  // G and P are complete; the previous head is done with A, cum and bet
     if (tid == 0) {
       double a = 0.0;
       for (int64_t i = 0; i < n; ++i) {
         const int64_t gi = (b * L + t0 + i) * Hv + h;
         cum[i] = (a += g[gi]);
         bet[i] = beta[gi];
-        ecum[i] = exp(cum[i]);
       }
-      for (int64_t i = 0; i < n; ++i) tail[i] = exp(cum[n - 1] - cum[i]);
-    }
-    for (int64_t idx = tid; idx < n * Dk; idx += nt) {
-      const int64_t i = idx / Dk, x = idx % Dk;
-      Ks[i * ks + x] = k[((b * L + t0 + i) * Hk + hk) * Dk + x];
     }
     __syncthreads();
-    for (int64_t idx = tid; idx < n * n; idx += nt) {
+    float* Tc = Tg + ((b * Hv + h) * nchunks + c) * kMaxChunk * kMaxChunk;
+    float* Pc = Pg + ((b * Hv + h) * nchunks + c) * kMaxChunk * kMaxChunk;
+    for (int64_t idx = tid; idx < n * n; idx += kChunkThreads) {
       const int64_t i = idx / n, j = idx % n;
-      if (j >= i) continue;
-      double d = 0.0;
-      for (int64_t x = 0; x < Dk; ++x) d += static_cast<double>(Ks[i * ks + x]) * Ks[j * ks + x];
-      A[i * chunk + j] = bet[i] * d * exp(cum[i] - cum[j]);
+      if (j > i) continue;
+      const double d = exp(cum[i] - cum[j]);
+      A[i * kMatStride + j] = j == i ? 1.0 : bet[i] * G[i * kMatStride + j] * d;
+      Pc[i * kMaxChunk + j] = static_cast<float>(P[i * kMatStride + j] * d);
     }
-    for (int64_t idx = tid; idx < n * C; idx += nt) {
-      const int64_t i = idx / C, c = idx % C;
-      double kS = 0.0;
-      for (int64_t x = 0; x < Dk; ++x) kS += static_cast<double>(Ks[i * ks + x]) * S[x * C + c];
-      const double vi = c < cols ? v[((b * L + t0 + i) * Hv + h) * Dv + c0 + c] : 0.0;
-      Vn[i * C + c] = bet[i] * (vi - ecum[i] * kS);
+    for (int64_t i = tid; i < n; i += kChunkThreads) {
+      const int64_t at = (b * Hv + h) * L + t0 + i;
+      eg[at] = static_cast<float>(exp(cum[i]));
+      tg[at] = static_cast<float>(exp(cum[n - 1] - cum[i]));
     }
     __syncthreads();
-    if (tid < C) {  // forward substitution, one column per thread
-      for (int64_t i = 1; i < n; ++i) {
-        double acc = Vn[i * C + tid];
-        for (int64_t j = 0; j < i; ++j) acc -= A[i * chunk + j] * Vn[j * C + tid];
-        Vn[i * C + tid] = acc;
+    // Row i of T from rows < i (already T) and row i of A: T[i, j] = -sum_{m = j}^{i - 1} A[i, m] T[m, j],
+    // T[m, m] = 1. Entry j takes threads 4j .. 4j + 3 (consecutive lanes), each a quarter of the m.
+    const int64_t j = tid >> 2, part = tid & 3;
+    for (int64_t i = 1; i < n; ++i) {
+      double acc = 0.0;
+      if (j < i) {
+        for (int64_t m = j + part; m < i; m += 4) acc += A[i * kMatStride + m] * A[m * kMatStride + j];
+      }
+      acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+      acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+      __syncthreads();  // every thread has read row i of A
+      if (j < i && part == 0) A[i * kMatStride + j] = -acc;
+      __syncthreads();
+    }
+    for (int64_t idx = tid; idx < n * n; idx += kChunkThreads) {
+      const int64_t i = idx / n, s = idx % n;
+      if (s <= i) Tc[i * kMaxChunk + s] = static_cast<float>(A[i * kMatStride + s]);
+    }
+  }
+}
+
+// Grid (ceil(Dv / 32), Hv, B), kChunkThreads threads: lane c owns state column c0 + c, warp w the chunk
+// rows w, w + 8, ... of the row-wise products and the state rows w, w + 8, ... of the update. Walks the
+// chunks in order with T, P, e and tail from delta_chunk_prep_kernel.
+__global__ void __launch_bounds__(kChunkThreads)
+    delta_chunk_scan_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
+                            const float* __restrict__ beta, const float* __restrict__ Tg, const float* __restrict__ Pg,
+                            const float* __restrict__ eg, const float* __restrict__ tg, float* __restrict__ state,
+                            float* __restrict__ out, int64_t L, int64_t Hk, int64_t Dk, int64_t Hv, int64_t Dv,
+                            int64_t chunk) {
+  grid_dependency_wait();
+  extern __shared__ double dsm[];
+  constexpr int C = kScanCols, W = kScanWarps, R = kMaxChunk / kScanWarps;  // R rows per warp
+  double* Rh = dsm;                                                         // [64, 32] beta (v - e k S)
+  float* Vn = reinterpret_cast<float*>(Rh + kMaxChunk * C);                 // [64, 32] v_new
+  float* S = Vn + kMaxChunk * C;                                            // [Dk, 32]
+  float* X = S + Dk * C;                                                    // [64, Dk] queries, then keys
+  float* Ts = X + kMaxChunk * Dk;                                           // [64, 64]
+  float* Ps = Ts + kMaxChunk * kMaxChunk;                                   // [64, 64]
+  float* es = Ps + kMaxChunk * kMaxChunk;                                   // [64]
+  float* ts = es + kMaxChunk;                                               // [64]
+  float* bs = ts + kMaxChunk;                                               // [64]
+  const int64_t b = blockIdx.z, h = blockIdx.y, hk = h / (Hv / Hk), c0 = static_cast<int64_t>(blockIdx.x) * C;
+  const int64_t cols = Dv - c0 < C ? Dv - c0 : C, nchunks = (L + chunk - 1) / chunk;
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+  const bool active = lane < cols;
+  float* Sg = state + (b * Hv + h) * Dk * Dv;  // [Dk, Dv]
+  for (int64_t idx = tid; idx < Dk * C; idx += kChunkThreads) {
+    const int64_t x = idx / C, cc = idx % C;
+    S[idx] = cc < cols ? Sg[x * Dv + c0 + cc] : 0.0f;
+  }
+  for (int64_t ci = 0; ci < nchunks; ++ci) {
+    const int64_t t0 = ci * chunk, n = L - t0 < chunk ? L - t0 : chunk;
+    const float* Tc = Tg + ((b * Hv + h) * nchunks + ci) * kMaxChunk * kMaxChunk;
+    const float* Pc = Pg + ((b * Hv + h) * nchunks + ci) * kMaxChunk * kMaxChunk;
+    __syncthreads();  // the previous chunk is done with X, S and the matrices
+    for (int64_t idx = tid; idx < n * Dk; idx += kChunkThreads) {
+      const int64_t i = idx / Dk, x = idx % Dk;
+      X[idx] = q[((b * L + t0 + i) * Hk + hk) * Dk + x];
+    }
+    for (int64_t idx = tid; idx < n * kMaxChunk; idx += kChunkThreads) {
+      Ts[idx] = Tc[idx];
+      Ps[idx] = Pc[idx];
+    }
+    for (int64_t i = tid; i < n; i += kChunkThreads) {
+      const int64_t at = (b * Hv + h) * L + t0 + i;
+      es[i] = eg[at];
+      ts[i] = tg[at];
+      bs[i] = beta[(b * L + t0 + i) * Hv + h];
+    }
+    __syncthreads();
+    float qs[R], acc[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) qs[r] = acc[r] = 0.0f;
+    for (int64_t x = 0; x < Dk; ++x) {
+      const float sx = S[x * C + lane];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int64_t i = w + r * W;
+        if (i < n) qs[r] += X[i * Dk + x] * sx;
       }
     }
-    __syncthreads();
-    for (int64_t idx = tid; idx < n * n; idx += nt) {
-      const int64_t i = idx / n, s = idx % n;
-      if (s > i) continue;
-      const float* qi = q + ((b * L + t0 + i) * Hk + hk) * Dk;
-      double d = 0.0;
-      for (int64_t x = 0; x < Dk; ++x) d += static_cast<double>(qi[x]) * Ks[s * ks + x];
-      A[i * chunk + s] = d * exp(cum[i] - cum[s]);
+    __syncthreads();  // every thread is done with the queries
+    for (int64_t idx = tid; idx < n * Dk; idx += kChunkThreads) {
+      const int64_t i = idx / Dk, x = idx % Dk;
+      X[idx] = k[((b * L + t0 + i) * Hk + hk) * Dk + x];
     }
     __syncthreads();
-    for (int64_t idx = tid; idx < n * C; idx += nt) {
-      const int64_t i = idx / C, c = idx % C;
-      const float* qi = q + ((b * L + t0 + i) * Hk + hk) * Dk;
-      double qS = 0.0;
-      for (int64_t x = 0; x < Dk; ++x) qS += static_cast<double>(qi[x]) * S[x * C + c];
-      double o = qS * ecum[i];
-      for (int64_t s = 0; s <= i; ++s) o += A[i * chunk + s] * Vn[s * C + c];
-      if (c < cols) out[((b * L + t0 + i) * Hv + h) * Dv + c0 + c] = static_cast<float>(o);
+    for (int64_t x = 0; x < Dk; ++x) {
+      const float sx = S[x * C + lane];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int64_t i = w + r * W;
+        if (i < n) acc[r] += X[i * Dk + x] * sx;
+      }
     }
-    __syncthreads();  // every output has read S
-    const double decay = ecum[n - 1];
-    for (int64_t idx = tid; idx < Dk * C; idx += nt) {
-      const int64_t x = idx / C, c = idx % C;
-      double acc = S[idx] * decay;
-      for (int64_t s = 0; s < n; ++s) acc += static_cast<double>(Ks[s * ks + x]) * tail[s] * Vn[s * C + c];
-      S[idx] = static_cast<float>(acc);
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t i = w + r * W;
+      if (i >= n) continue;
+      const double vi = active ? v[((b * L + t0 + i) * Hv + h) * Dv + c0 + lane] : 0.0;
+      Rh[i * C + lane] = bs[i] * (vi - es[i] * static_cast<double>(acc[r]));
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t i = w + r * W;
+      if (i >= n) continue;
+      double x = 0.0;
+      for (int64_t s = 0; s <= i; ++s) x += static_cast<double>(Ts[i * kMaxChunk + s]) * Rh[s * C + lane];
+      Vn[i * C + lane] = static_cast<float>(x);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int64_t i = w + r * W;
+      if (i >= n) continue;
+      float o = qs[r] * es[i];
+      for (int64_t s = 0; s <= i; ++s) o += Ps[i * kMaxChunk + s] * Vn[s * C + lane];
+      if (active) out[((b * L + t0 + i) * Hv + h) * Dv + c0 + lane] = o;
+    }
+    // The state update: each (x, lane) is read and written by its own thread only, after the products
+    // above (which read S before the barrier that preceded v_new).
+    const float decay = es[n - 1];
+    for (int64_t x0 = w; x0 < Dk; x0 += W * R) {
+      float su[R];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int64_t x = x0 + r * W;
+        su[r] = x < Dk ? S[x * C + lane] * decay : 0.0f;
+      }
+      for (int64_t s = 0; s < n; ++s) {
+        const float vt = Vn[s * C + lane] * ts[s];
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const int64_t x = x0 + r * W;
+          if (x < Dk) su[r] += X[s * Dk + x] * vt;
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int64_t x = x0 + r * W;
+        if (x < Dk) S[x * C + lane] = su[r];
+      }
     }
   }
   __syncthreads();
-  for (int64_t idx = tid; idx < Dk * C; idx += nt) {
-    const int64_t x = idx / C, c = idx % C;
-    if (c < cols) Sg[x * Dv + c0 + c] = S[idx];
+  for (int64_t idx = tid; idx < Dk * C; idx += kChunkThreads) {
+    const int64_t x = idx / C, cc = idx % C;
+    if (cc < cols) Sg[x * Dv + c0 + cc] = S[idx];
   }
 }
 

@@ -5,7 +5,7 @@
 #pragma once
 #include "tern/backend/cuda/kernels/common.cuh"
 #include "tern/backend/cuda/kernels/elementwise.cuh"
-#include "tern/backend/cuda/kernels/gemv.cuh"
+#include "tern/backend/cuda/kernels/norm_gemv.cuh"
 
 namespace tern::cuda::kernels {
 
@@ -51,12 +51,13 @@ __global__ void __launch_bounds__(kMoeWarps * 32)
 // out[t, n] = sum_j weights[t, j] * (down_e[n] . h[t * k + j]) with e = experts[t, j]; grid (H, T),
 // kMoeWarps warps: warp w takes slots w, w + kMoeWarps, ..., so a token's k expert rows are read at once
 // rather than one after another, and the block sums the warps' terms in a fixed order (no atomics).
-// down [E, H, I] bf16, h [T * k, I] f32, out [T, H] f32. Slots with an expert id outside [0, E) are skipped.
-template <int U>
+// down [E, H, I] bf16, h [T * k, I] f32, out [T, H] of O (f32 or bf16, rounded once). Slots with an
+// expert id outside [0, E) are skipped.
+template <int U, typename O>
 __global__ void __launch_bounds__(kMoeWarps * 32)
     moe_down_kernel(const float* __restrict__ h, const int32_t* __restrict__ experts, const float* __restrict__ weights,
                     int64_t k, const __nv_bfloat16* __restrict__ down, int64_t E, int64_t H, int64_t I,
-                    float* __restrict__ out) {
+                    O* __restrict__ out) {
   grid_dependency_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t n = blockIdx.x, t = blockIdx.y;
@@ -74,7 +75,7 @@ __global__ void __launch_bounds__(kMoeWarps * 32)
     float sum = 0.0f;
 #pragma unroll
     for (int w = 0; w < kMoeWarps; ++w) sum += part[w];
-    out[t * H + n] = sum;
+    out[t * H + n] = from_f32<O>(sum);
   }
 }
 
@@ -139,26 +140,19 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* _
   }
 }
 
-// The router's choice, one warp per token: the softmax over E <= 32 * EPL logits held in registers
+// The router's choice for one token, by one warp: the softmax over E <= 32 * EPL logits held in registers
 // (EPL per lane), then k rounds of a warp argmax (ties: lower index), each removing its pick. Lane j
 // keeps the j-th pick; weights are divided by the picks' sum, added in pick order, when renormalize.
-constexpr int kRouteWarps = 4;
-
+// The logits are read past L1 (another block of the same kernel may have written them).
 template <int EPL>
-__global__ void __launch_bounds__(kRouteWarps * 32)
-    moe_route_kernel(const float* __restrict__ logits, int64_t T, int E, int k, bool renormalize,
-                     float* __restrict__ weights, int32_t* __restrict__ experts) {
-  grid_dependency_wait();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
-  if (t >= T) return;
-  const float* row = logits + t * E;
+__device__ __forceinline__ void route_row(const float* row, int E, int k, bool renormalize, float* __restrict__ weights,
+                                          int32_t* __restrict__ experts, int lane) {
   float p[EPL];
   float m = -INFINITY;
 #pragma unroll
   for (int i = 0; i < EPL; ++i) {
     const int e = lane + 32 * i;
-    p[i] = e < E ? row[e] : -INFINITY;
+    p[i] = e < E ? __ldcg(row + e) : -INFINITY;
     m = fmaxf(m, p[i]);
   }
   m = warp_max(m);
@@ -192,9 +186,61 @@ __global__ void __launch_bounds__(kRouteWarps * 32)
     }
   }
   if (lane < k) {
-    weights[t * k + lane] = renormalize ? my_w / picked_sum : my_w;
-    experts[t * k + lane] = my_e;
+    weights[lane] = renormalize ? my_w / picked_sum : my_w;
+    experts[lane] = my_e;
   }
+}
+
+constexpr int kRouteWarps = 4;
+
+// route_row for T tokens, a warp each.
+template <int EPL>
+__global__ void __launch_bounds__(kRouteWarps * 32)
+    moe_route_kernel(const float* __restrict__ logits, int64_t T, int E, int k, bool renormalize,
+                     float* __restrict__ weights, int32_t* __restrict__ experts) {
+  grid_dependency_wait();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
+  if (t >= T) return;
+  route_row<EPL>(logits + t * E, E, k, renormalize, weights + t * k, experts + t * k, lane);
+}
+
+// A mixture-of-experts sub-layer's entry for M <= 4 decode rows, in one kernel: the residual add and
+// RMSNorm of each block's copy of the rows (norm_rows_to_shared, the add_rms_norm kernel's rounding), the
+// router product in f32 (gemv_body, kRouterW warps per expert), and in the block that finishes last the
+// router's choice per row (route_row). Block 0 writes the sums (with a delta) and the normed rows [M, H]
+// bf16, which the expert products read next. done: a counter at zero, which the last block resets.
+// Grid ceil(E / (kMoeWarps / kRouterW)); dynamic shared memory M * H bf16.
+constexpr int kRouterW = 2;
+
+template <int M, int EPL>
+__global__ void __launch_bounds__(kMoeWarps * 32)
+    moe_norm_route_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ delta,
+                          __nv_bfloat16* __restrict__ sum, const __nv_bfloat16* __restrict__ weight, float eps,
+                          const __nv_bfloat16* __restrict__ router, int64_t E, int64_t H,
+                          __nv_bfloat16* __restrict__ normed, float* __restrict__ logits, int k, bool renormalize,
+                          float* __restrict__ weights, int32_t* __restrict__ experts, unsigned* done) {
+  grid_dependency_wait();
+  extern __shared__ uint4 moe_route_smem[];
+  __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(moe_route_smem);
+  norm_rows_to_shared<M, kMoeWarps>(x, delta, sum, weight, eps, H, xs);
+  if (blockIdx.x == 0) {
+    for (int64_t c = threadIdx.x; c < M * H / 8; c += blockDim.x)
+      reinterpret_cast<uint4*>(normed)[c] = moe_route_smem[c];
+  }
+  gemv_body<M, kRouterW, 4, true, float, kMoeWarps>(xs, router, logits, E, H);
+  __threadfence();  // this block's logits, before it counts itself done
+  __syncthreads();
+  __shared__ bool last;
+  if (threadIdx.x == 0) last = atomicAdd(done, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (warp < M)
+    route_row<EPL>(logits + warp * E, static_cast<int>(E), k, renormalize, weights + warp * k, experts + warp * k,
+                   lane);
+  if (threadIdx.x == 0) *done = 0u;
 }
 
 }  // namespace tern::cuda::kernels
