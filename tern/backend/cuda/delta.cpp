@@ -3,6 +3,7 @@
 #include "tern/ops/delta.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "tern/backend/cuda/launch.h"
 #include "tern/backend/cuda/layout.h"
@@ -44,6 +45,10 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
   TERN_CHECK(B <= kMaxGridYZ && Hv <= kMaxGridYZ,
              "[gated_delta_rule] expected batch and value heads <= {} on CUDA, got {} and {}", kMaxGridYZ, B, Hv);
   Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous(), gc = g.contiguous(), bc = beta.contiguous();
+  // The chunked kernels read query and key rows four floats at a time; other key dims step token by token
+  // (the same result up to rounding).
+  if (Dk % 4 != 0) algo = ops::DeltaRuleAlgo::recurrent;
+  auto aligned = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 ? t.clone() : t; };
   if (algo == ops::DeltaRuleAlgo::recurrent) {
     launch_delta_recurrent(qc.data<float>(), kc.data<float>(), vc.data<float>(), gc.data<float>(), bc.data<float>(),
                            state.data<float>(), out.data<float>(), B, L, Hk, Dk, Hv, Dv, stream());
@@ -51,6 +56,8 @@ void gated_delta_rule(const Tensor& q, const Tensor& k, const Tensor& v, const T
     // Any chunk size gives the same result up to rounding; the kernels' chunk matrices cap it.
     const int64_t c = std::min(chunk, kMaxChunk);
     Tensor scratch = Tensor::empty({delta_chunked_scratch(B, L, Hv, c)}, Dtype::f32, q.device());
+    qc = aligned(qc);
+    kc = aligned(kc);
     launch_delta_chunked(qc.data<float>(), kc.data<float>(), vc.data<float>(), gc.data<float>(), bc.data<float>(),
                          state.data<float>(), out.data<float>(), B, L, Hk, Dk, Hv, Dv, c, scratch.data<float>(),
                          stream());

@@ -137,18 +137,18 @@ __host__ __device__ constexpr size_t delta_prep_smem(int64_t Dk) {
 }
 
 // Dynamic shared memory of the scan kernel: the right-hand side [64, 32] (f64), v_new [64, 32], S [Dk,
-// 32], the chunk's queries then keys [n, Dk], T and P [64, 64], e, tail and beta.
+// 32], the chunk's queries and keys [64, Dk] each, T and P [64, 64], e, tail and beta (Dk 256: 217 KB).
 __host__ __device__ constexpr size_t delta_scan_smem(int64_t Dk) {
   return static_cast<size_t>(kMaxChunk * kScanCols) * sizeof(double) +
-         static_cast<size_t>(kMaxChunk * kScanCols + Dk * kScanCols + kMaxChunk * Dk + 2 * kMaxChunk * kMaxChunk +
+         static_cast<size_t>(kMaxChunk * kScanCols + Dk * kScanCols + 2 * kMaxChunk * Dk + 2 * kMaxChunk * kMaxChunk +
                              3 * kMaxChunk) *
              sizeof(float);
 }
 
 // Grid (chunks, Hk, B), kChunkThreads threads. The Gram and query-key dots of a key head's chunk are
 // shared by the Hv / Hk value heads it serves; per value head: cum, A, the solve (row by row, four
-// threads per entry), then T [64, 64] and P [64, 64] (entries s <= i) to Tg / Pg at chunk (b, h, c), and
-// e and tail to eg / tg at [b, h, t]. Layouts of q, k, g, beta as in ops::gated_delta_rule.
+// threads per entry), then T [64, 64] and P [64, 64] (rows < n in full, zero past the diagonal) to Tg /
+// Pg at chunk (b, h, c), and e and tail to eg / tg at [b, h, t]. Layouts of q, k, g, beta as in ops::gated_delta_rule.
 __global__ void __launch_bounds__(kChunkThreads)
     delta_chunk_prep_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ g,
                             const float* __restrict__ beta, float* __restrict__ Tg, float* __restrict__ Pg,
@@ -205,12 +205,11 @@ __global__ void __launch_bounds__(kChunkThreads)
     __syncthreads();
     float* Tc = Tg + ((b * Hv + h) * nchunks + c) * kMaxChunk * kMaxChunk;
     float* Pc = Pg + ((b * Hv + h) * nchunks + c) * kMaxChunk * kMaxChunk;
-    for (int64_t idx = tid; idx < n * n; idx += kChunkThreads) {
-      const int64_t i = idx / n, j = idx % n;
-      if (j > i) continue;
-      const double d = exp(cum[i] - cum[j]);
-      A[i * kMatStride + j] = j == i ? 1.0 : bet[i] * G[i * kMatStride + j] * d;
-      Pc[i * kMaxChunk + j] = static_cast<float>(P[i * kMatStride + j] * d);
+    for (int idx = tid; idx < n * kMaxChunk; idx += kChunkThreads) {  // Pc's rows in full: zeros past i
+      const int i = idx / kMaxChunk, j = idx % kMaxChunk;
+      const double d = j <= i ? exp(cum[i] - cum[j]) : 0.0;
+      if (j <= i) A[i * kMatStride + j] = j == i ? 1.0 : bet[i] * G[i * kMatStride + j] * d;
+      Pc[idx] = j <= i ? static_cast<float>(P[i * kMatStride + j] * d) : 0.0f;
     }
     for (int64_t i = tid; i < n; i += kChunkThreads) {
       const int64_t at = (b * Hv + h) * L + t0 + i;
@@ -232,16 +231,19 @@ __global__ void __launch_bounds__(kChunkThreads)
       if (j < i && part == 0) A[i * kMatStride + j] = -acc;
       __syncthreads();
     }
-    for (int64_t idx = tid; idx < n * n; idx += kChunkThreads) {
-      const int64_t i = idx / n, s = idx % n;
-      if (s <= i) Tc[i * kMaxChunk + s] = static_cast<float>(A[i * kMatStride + s]);
+    for (int idx = tid; idx < n * kMaxChunk; idx += kChunkThreads) {  // Tc's rows in full: zeros past i
+      const int i = idx / kMaxChunk, j = idx % kMaxChunk;
+      Tc[idx] = j <= i ? static_cast<float>(A[i * kMatStride + j]) : 0.0f;
     }
   }
 }
 
-// Grid (ceil(Dv / 32), Hv, B), kChunkThreads threads: lane c owns state column c0 + c, warp w the chunk
-// rows w, w + 8, ... of the row-wise products and the state rows w, w + 8, ... of the update. Walks the
-// chunks in order with T, P, e and tail from delta_chunk_prep_kernel.
+// Grid (ceil(Dv / 32), Hv, B), kChunkThreads threads: lane c owns state column c0 + c; warp w the chunk
+// rows w, w + 8, ... of the row-wise products and the state rows [8w, 8w + 8) + 64m of the update.
+// Walks the chunks in order with T, P, e and tail from delta_chunk_prep_kernel. Dk % 4 == 0 and q, k
+// 16-byte aligned: rows are staged and read four floats at a time. Every product keeps one accumulator
+// per row (eight independent chains per thread). Rows of T and P past the diagonal are zero, and the
+// right-hand side and v_new start at zero, so their products run over whole groups of four.
 __global__ void __launch_bounds__(kChunkThreads)
     delta_chunk_scan_kernel(const float* __restrict__ q, const float* __restrict__ k, const float* __restrict__ v,
                             const float* __restrict__ beta, const float* __restrict__ Tg, const float* __restrict__ Pg,
@@ -251,122 +253,158 @@ __global__ void __launch_bounds__(kChunkThreads)
   grid_dependency_wait();
   extern __shared__ double dsm[];
   constexpr int C = kScanCols, W = kScanWarps, R = kMaxChunk / kScanWarps;  // R rows per warp
-  double* Rh = dsm;                                                         // [64, 32] beta (v - e k S)
-  float* Vn = reinterpret_cast<float*>(Rh + kMaxChunk * C);                 // [64, 32] v_new
-  float* S = Vn + kMaxChunk * C;                                            // [Dk, 32]
-  float* X = S + Dk * C;                                                    // [64, Dk] queries, then keys
-  float* Ts = X + kMaxChunk * Dk;                                           // [64, 64]
-  float* Ps = Ts + kMaxChunk * kMaxChunk;                                   // [64, 64]
-  float* es = Ps + kMaxChunk * kMaxChunk;                                   // [64]
-  float* ts = es + kMaxChunk;                                               // [64]
-  float* bs = ts + kMaxChunk;                                               // [64]
+  constexpr int M4 = kMaxChunk / 4;                                         // float4s per row of T / P
+  const int dk = static_cast<int>(Dk), dk4 = dk / 4;
+  double* Rh = dsm;                                           // [64, 32] beta (v - e k S)
+  float* Vn = reinterpret_cast<float*>(Rh + kMaxChunk * C);   // [64, 32] v_new
+  float* S = Vn + kMaxChunk * C;                              // [Dk, 32]
+  float4* Qs = reinterpret_cast<float4*>(S + dk * C);         // [64, Dk / 4]
+  float4* Ks = Qs + kMaxChunk * dk4;                          // [64, Dk / 4]
+  float4* Ts = Ks + kMaxChunk * dk4;                          // [64, 16]
+  float4* Ps = Ts + kMaxChunk * M4;                           // [64, 16]
+  float* es = reinterpret_cast<float*>(Ps + kMaxChunk * M4);  // [64]
+  float* ts = es + kMaxChunk;                                 // [64]
+  float* bs = ts + kMaxChunk;                                 // [64]
   const int64_t b = blockIdx.z, h = blockIdx.y, hk = h / (Hv / Hk), c0 = static_cast<int64_t>(blockIdx.x) * C;
   const int64_t cols = Dv - c0 < C ? Dv - c0 : C, nchunks = (L + chunk - 1) / chunk;
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
   const bool active = lane < cols;
   float* Sg = state + (b * Hv + h) * Dk * Dv;  // [Dk, Dv]
-  for (int64_t idx = tid; idx < Dk * C; idx += kChunkThreads) {
-    const int64_t x = idx / C, cc = idx % C;
+  for (int idx = tid; idx < dk * C; idx += kChunkThreads) {
+    const int x = idx / C, cc = idx % C;
     S[idx] = cc < cols ? Sg[x * Dv + c0 + cc] : 0.0f;
   }
+  for (int idx = tid; idx < kMaxChunk * C; idx += kChunkThreads) {
+    Rh[idx] = 0.0;
+    Vn[idx] = 0.0f;
+  }
   for (int64_t ci = 0; ci < nchunks; ++ci) {
-    const int64_t t0 = ci * chunk, n = L - t0 < chunk ? L - t0 : chunk;
-    const float* Tc = Tg + ((b * Hv + h) * nchunks + ci) * kMaxChunk * kMaxChunk;
-    const float* Pc = Pg + ((b * Hv + h) * nchunks + ci) * kMaxChunk * kMaxChunk;
-    __syncthreads();  // the previous chunk is done with X, S and the matrices
-    for (int64_t idx = tid; idx < n * Dk; idx += kChunkThreads) {
-      const int64_t i = idx / Dk, x = idx % Dk;
-      X[idx] = q[((b * L + t0 + i) * Hk + hk) * Dk + x];
+    const int64_t t0 = ci * chunk;
+    const int n = static_cast<int>(L - t0 < chunk ? L - t0 : chunk), n4 = (n + 3) / 4;
+    const float4* Tc = reinterpret_cast<const float4*>(Tg + ((b * Hv + h) * nchunks + ci) * kMaxChunk * kMaxChunk);
+    const float4* Pc = reinterpret_cast<const float4*>(Pg + ((b * Hv + h) * nchunks + ci) * kMaxChunk * kMaxChunk);
+    __syncthreads();  // the previous chunk is done with the staged rows, S and v_new
+    for (int i = w; i < n; i += W) {
+      const int64_t row = ((b * L + t0 + i) * Hk + hk) * Dk;
+      const float4* qr = reinterpret_cast<const float4*>(q + row);
+      const float4* kr = reinterpret_cast<const float4*>(k + row);
+      for (int x = lane; x < dk4; x += 32) {
+        Qs[i * dk4 + x] = qr[x];
+        Ks[i * dk4 + x] = kr[x];
+      }
     }
-    for (int64_t idx = tid; idx < n * kMaxChunk; idx += kChunkThreads) {
+    for (int idx = tid; idx < n * M4; idx += kChunkThreads) {
       Ts[idx] = Tc[idx];
       Ps[idx] = Pc[idx];
     }
-    for (int64_t i = tid; i < n; i += kChunkThreads) {
-      const int64_t at = (b * Hv + h) * L + t0 + i;
-      es[i] = eg[at];
-      ts[i] = tg[at];
-      bs[i] = beta[(b * L + t0 + i) * Hv + h];
+    if (tid < n) {
+      const int64_t at = (b * Hv + h) * L + t0 + tid;
+      es[tid] = eg[at];
+      ts[tid] = tg[at];
+      bs[tid] = beta[(b * L + t0 + tid) * Hv + h];
     }
     __syncthreads();
-    float qs[R], acc[R];
+    // q_i S and k_i S for this lane's column, one pass over S.
+    float qs[R], ks[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) qs[r] = acc[r] = 0.0f;
-    for (int64_t x = 0; x < Dk; ++x) {
-      const float sx = S[x * C + lane];
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const int64_t i = w + r * W;
-        if (i < n) qs[r] += X[i * Dk + x] * sx;
-      }
-    }
-    __syncthreads();  // every thread is done with the queries
-    for (int64_t idx = tid; idx < n * Dk; idx += kChunkThreads) {
-      const int64_t i = idx / Dk, x = idx % Dk;
-      X[idx] = k[((b * L + t0 + i) * Hk + hk) * Dk + x];
-    }
-    __syncthreads();
-    for (int64_t x = 0; x < Dk; ++x) {
-      const float sx = S[x * C + lane];
+    for (int r = 0; r < R; ++r) qs[r] = ks[r] = 0.0f;
+    for (int x = 0; x < dk4; ++x) {
+      const float s0 = S[(4 * x) * C + lane], s1 = S[(4 * x + 1) * C + lane], s2 = S[(4 * x + 2) * C + lane],
+                  s3 = S[(4 * x + 3) * C + lane];
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        const int64_t i = w + r * W;
-        if (i < n) acc[r] += X[i * Dk + x] * sx;
+        const int i = w + r * W;
+        if (i >= n) continue;
+        const float4 a = Qs[i * dk4 + x], c = Ks[i * dk4 + x];
+        qs[r] += a.x * s0 + a.y * s1 + a.z * s2 + a.w * s3;
+        ks[r] += c.x * s0 + c.y * s1 + c.z * s2 + c.w * s3;
       }
     }
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      const int64_t i = w + r * W;
+      const int i = w + r * W;
       if (i >= n) continue;
       const double vi = active ? v[((b * L + t0 + i) * Hv + h) * Dv + c0 + lane] : 0.0;
-      Rh[i * C + lane] = bs[i] * (vi - es[i] * static_cast<double>(acc[r]));
+      Rh[i * C + lane] = bs[i] * (vi - es[i] * static_cast<double>(ks[r]));
     }
     __syncthreads();
+    // v_new = T (beta (v - e k S)) in f64.
+    double vx[R];
 #pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int64_t i = w + r * W;
-      if (i >= n) continue;
-      double x = 0.0;
-      for (int64_t s = 0; s <= i; ++s) x += static_cast<double>(Ts[i * kMaxChunk + s]) * Rh[s * C + lane];
-      Vn[i * C + lane] = static_cast<float>(x);
-    }
-    __syncthreads();
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      const int64_t i = w + r * W;
-      if (i >= n) continue;
-      float o = qs[r] * es[i];
-      for (int64_t s = 0; s <= i; ++s) o += Ps[i * kMaxChunk + s] * Vn[s * C + lane];
-      if (active) out[((b * L + t0 + i) * Hv + h) * Dv + c0 + lane] = o;
-    }
-    // The state update: each (x, lane) is read and written by its own thread only, after the products
-    // above (which read S before the barrier that preceded v_new).
-    const float decay = es[n - 1];
-    for (int64_t x0 = w; x0 < Dk; x0 += W * R) {
-      float su[R];
+    for (int r = 0; r < R; ++r) vx[r] = 0.0;
+    for (int s4 = 0; s4 < n4; ++s4) {
+      const double r0 = Rh[(4 * s4) * C + lane], r1 = Rh[(4 * s4 + 1) * C + lane], r2 = Rh[(4 * s4 + 2) * C + lane],
+                   r3 = Rh[(4 * s4 + 3) * C + lane];
 #pragma unroll
       for (int r = 0; r < R; ++r) {
-        const int64_t x = x0 + r * W;
-        su[r] = x < Dk ? S[x * C + lane] * decay : 0.0f;
+        const int i = w + r * W;
+        if (i >= n || 4 * s4 > i) continue;
+        const float4 t = Ts[i * M4 + s4];
+        vx[r] += static_cast<double>(t.x) * r0 + static_cast<double>(t.y) * r1 + static_cast<double>(t.z) * r2 +
+                 static_cast<double>(t.w) * r3;
       }
-      for (int64_t s = 0; s < n; ++s) {
-        const float vt = Vn[s * C + lane] * ts[s];
+    }
 #pragma unroll
-        for (int r = 0; r < R; ++r) {
-          const int64_t x = x0 + r * W;
-          if (x < Dk) su[r] += X[s * Dk + x] * vt;
+    for (int r = 0; r < R; ++r) {
+      const int i = w + r * W;
+      if (i < n) Vn[i * C + lane] = static_cast<float>(vx[r]);
+    }
+    __syncthreads();
+    // o_i = e_i q_i S + sum_s P[i, s] v_new_s.
+    float o[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int i = w + r * W;
+      o[r] = i < n ? qs[r] * es[i] : 0.0f;
+    }
+    for (int s4 = 0; s4 < n4; ++s4) {
+      const float u0 = Vn[(4 * s4) * C + lane], u1 = Vn[(4 * s4 + 1) * C + lane], u2 = Vn[(4 * s4 + 2) * C + lane],
+                  u3 = Vn[(4 * s4 + 3) * C + lane];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+        const int i = w + r * W;
+        if (i >= n || 4 * s4 > i) continue;
+        const float4 p = Ps[i * M4 + s4];
+        o[r] += p.x * u0 + p.y * u1 + p.z * u2 + p.w * u3;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      const int i = w + r * W;
+      if (i < n && active) out[((b * L + t0 + i) * Hv + h) * Dv + c0 + lane] = o[r];
+    }
+    // S <- exp(cum_last) S + sum_s tail_s k_s v_new_s^T. Each (x, lane) is read and written by its own
+    // thread only; every read of S above came before the barrier that preceded v_new.
+    const float decay = es[n - 1];
+    for (int x0 = 8 * w; x0 < dk; x0 += 8 * W) {
+      const bool hi = x0 + 4 < dk;
+      float su[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) su[j] = (j < 4 || hi) ? S[(x0 + j) * C + lane] * decay : 0.0f;
+      for (int s = 0; s < n; ++s) {
+        const float vt = Vn[s * C + lane] * ts[s];
+        const float4 a = Ks[s * dk4 + x0 / 4];
+        su[0] += a.x * vt;
+        su[1] += a.y * vt;
+        su[2] += a.z * vt;
+        su[3] += a.w * vt;
+        if (hi) {
+          const float4 c = Ks[s * dk4 + x0 / 4 + 1];
+          su[4] += c.x * vt;
+          su[5] += c.y * vt;
+          su[6] += c.z * vt;
+          su[7] += c.w * vt;
         }
       }
 #pragma unroll
-      for (int r = 0; r < R; ++r) {
-        const int64_t x = x0 + r * W;
-        if (x < Dk) S[x * C + lane] = su[r];
+      for (int j = 0; j < 8; ++j) {
+        if (j < 4 || hi) S[(x0 + j) * C + lane] = su[j];
       }
     }
   }
   __syncthreads();
-  for (int64_t idx = tid; idx < Dk * C; idx += kChunkThreads) {
-    const int64_t x = idx / C, cc = idx % C;
+  for (int idx = tid; idx < dk * C; idx += kChunkThreads) {
+    const int x = idx / C, cc = idx % C;
     if (cc < cols) Sg[x * Dv + c0 + cc] = S[idx];
   }
 }
