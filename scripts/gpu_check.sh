@@ -17,7 +17,8 @@
 # Qwen3-8B checkpoint. TERN_GPU_TEST_FILTER narrows the CUDA tests (a gtest filter). TERN_GPU_SKIP_OPS=1 skips the op tests and benchmark; TERN_GPU_SKIP_PEER=1 the checkpoint and HF part. With TERN_GPU_TOKENIZER=1 (and the CLI) `run`
 # also runs bench/tokenizer.sh beside HF tokenizers (carry bench/data and tests/data/tokenizers/npm).
 # TERN_GPU_NCU / TERN_GPU_SASS: a kernel's Nsight Compute profile / SASS (see profile_stage, sass_stage).
-# TERN_GPU_STEP="0.6b 8b" (with the CLI): one decode step's kernels and their GPU time (see step_stage).
+# TERN_GPU_STEP="0.6b 8b qwen3_moe_30b_a3b" (with the CLI): one decode step's kernels and their GPU time, or
+# with TERN_GPU_STEP_PREFILL=P one P-token prefill's (see step_stage).
 # Any subset of the three binaries may travel: the stages whose binary is missing say so and are skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -139,18 +140,26 @@ print(" ".join(f"{k} {v}" for k, v in ops.most_common(25)))' "$out/sass.txt" "$T
 
 # TERN_GPU_STEP="0.6b 8b" (with the CLI): the kernels of one eager decode step of a random Qwen3
 # checkpoint of each size and their GPU time (Nsight Compute per-kernel durations, bench/step_kernels.py).
+# A zoo architecture (qwen3_moe_30b_a3b, qwen3_5_9b, gemma4_e4b) takes bench/zoo_baseline.py --spec-only
+# weights instead. TERN_GPU_STEP_PREFILL=P profiles a P-token prefill instead of the decode step.
 step_stage() {
-  local out=$1 ncu size layers
+  local out=$1 ncu size layers dir prompt gen mode
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
   if [[ -z $ncu ]]; then echo "no ncu on this machine"; return 0; fi
+  prompt=${TERN_GPU_STEP_PREFILL:-16} gen=2 mode=""
+  [[ -n ${TERN_GPU_STEP_PREFILL:-} ]] && gen=1 mode=--prefill
   for size in $TERN_GPU_STEP; do
-    python3 bench/qwen3_random.py "$size" "/tmp/tern-step-$size" >/dev/null
-    layers=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["num_hidden_layers"])' "/tmp/tern-step-$size/config.json")
+    dir=/tmp/tern-step-$size
+    case $size in
+      *_*) python3 bench/zoo_baseline.py "$size" "$dir" --spec-only >/dev/null ;;
+      *) python3 bench/qwen3_random.py "$size" "$dir" >/dev/null ;;
+    esac
+    layers=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c.get("text_config", c)["num_hidden_layers"])' "$dir/config.json")
     timeout 300 "$ncu" --csv --print-units base --clock-control none --metrics gpu__time_duration.sum \
-      "$dist/tern" bench "/tmp/tern-step-$size" --device cuda --cuda-graphs off --prompt-tokens 16 --gen-tokens 2 \
+      "$dist/tern" bench "$dir" --device cuda --cuda-graphs off --prompt-tokens "$prompt" --gen-tokens "$gen" \
       --repeats 1 --warmup 0 >"$out/step_$size.csv" 2>"$out/step_$size.err"
-    echo "decode step, Qwen3-$size dimensions:"
-    python3 bench/step_kernels.py "$out/step_$size.csv" "$layers" | tee "$out/step_$size.md"
+    echo "${mode:+prefill of $prompt tokens}${mode:-decode step}, $size dimensions:"
+    python3 bench/step_kernels.py "$out/step_$size.csv" "$layers" $mode | tee "$out/step_$size.md"
   done
 }
 
