@@ -43,9 +43,7 @@ LoadOptions runtime_options(const Args& args, const KVCacheOptions& kv) {
 
 void add_kv_cache_flags(Args& args) {
   args.flag("kv-cache", "KIND",
-            "KV storage: bf16 (plain), affine8, affine4, turbo (= turbo:k8v3) or turbo:k<8|4|3>v<2|3|4|8> (keys of 4 "
-            "or 3 bits: CPU only)",
-            "bf16")
+            "KV storage: bf16 (plain), affine8, affine4, turbo (= turbo:k8v3) or turbo:k<8|4|3>v<2|3|4|8>", "bf16")
       .flag("kv-group", "G", "affine group size along head_dim: 32, 64 or 128", "64")
       .flag("kv-start", "S", "stay unquantized until the cache holds S positions (bf16-first)", "0")
       .flag("kv-boundary", "N", "keep the first and last N attention layers unquantized", "0");
