@@ -5,6 +5,7 @@
 #include "tern/ops/moe.h"
 
 #include <initializer_list>
+#include <mutex>
 
 #include "tern/backend/cuda/launch.h"
 #include "tern/backend/cuda/layout.h"
@@ -74,10 +75,13 @@ void run_sorted(const Tensor& x, const Tensor& experts, const Tensor& weights, c
   if (out.dtype() != Dtype::f32) out.copy_from(ops::cast(mixed, out.dtype()));
 }
 
-// A zeroed device counter for the kernels that let their last block finish the work (they reset it);
-// created outside graph capture (nullptr while none exists and the stream is capturing).
+// A zeroed device counter for the kernels that let their last block finish the work (they reset it).
+// One is enough: every launch goes to the one engine stream, so two never overlap. Created outside
+// graph capture (nullptr while none exists and the stream is capturing).
 unsigned* block_counter() {
+  static std::mutex mu;
   static unsigned* counter = nullptr;
+  std::lock_guard<std::mutex> lock(mu);
   if (!counter && !is_capturing()) {
     void* p = device_alloc(sizeof(unsigned));
     TERN_CUDA_CHECK(cudaMemsetAsync(p, 0, sizeof(unsigned), stream()));
