@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -182,6 +183,42 @@ TEST_F(CudaMoe, RouteMatchesSoftmaxTopK) {
     }
   }
   EXPECT_THROW(ops::moe_route(randn({2, 8}, 90).to(kGpu), 9, true), Error);
+}
+
+// The grouped products (TERN_CUDA_MOE_GROUPED=1: batches of 9 to 64 tokens sorted by expert on the device,
+// no host sync) against the CPU, both activations, experts hit unevenly; out-of-range ids add nothing;
+// a bf16 output is the f32 one rounded once.
+TEST_F(CudaMoe, GroupedPathMatchesCpu) {
+  ASSERT_EQ(setenv("TERN_CUDA_MOE_GROUPED", "1", 1), 0);
+  uint32_t seed = 2000;
+  for (int64_t T : {9, 32, 64}) {
+    for (auto act : {ops::MoeActivation::swiglu, ops::MoeActivation::geglu_tanh}) {
+      check_case({T, 8, 64, 256, 128, act}, seed += 11);
+      check_case({T, 2, 4, 96, 40, act}, seed += 11);
+    }
+  }
+  const int64_t T = 40, H = 64, I = 32, E = 8;
+  Tensor gu = ops::cast(randn({E, 2 * I, H}, 1, 0.1f), Dtype::bf16),
+         dn = ops::cast(randn({E, H, I}, 2, 0.2f), Dtype::bf16);
+  Tensor xb = ops::cast(randn({T, H}, 3, 1.0f), Dtype::bf16);
+  std::vector<int32_t> ids, kept;
+  std::vector<float> wts, kept_w;
+  for (int64_t t = 0; t < T; ++t) {
+    const auto a = static_cast<int32_t>(t % E);
+    ids.insert(ids.end(), {a, t % 2 ? static_cast<int32_t>(E) : -1});
+    wts.insert(wts.end(), {0.7f, 0.3f});
+    kept.push_back(a);
+    kept_w.push_back(0.7f);
+  }
+  Tensor want = ops::moe_experts(ops::cast(xb, Dtype::f32), Tensor::from_vector(kept, {T, 1}),
+                                 Tensor::from_vector(kept_w, {T, 1}), gu, dn, ops::MoeActivation::swiglu);
+  Tensor e = Tensor::from_vector(ids, {T, 2}).to(kGpu), w = Tensor::from_vector(wts, {T, 2}).to(kGpu);
+  Tensor got = ops::moe_experts(xb.to(kGpu), e, w, gu.to(kGpu), dn.to(kGpu), ops::MoeActivation::swiglu);
+  EXPECT_LE(nmse(want, got), 1e-4) << "out-of-range ids";
+  Tensor got_bf16 =
+      ops::moe_experts(xb.to(kGpu), e, w, gu.to(kGpu), dn.to(kGpu), ops::MoeActivation::swiglu, Dtype::bf16);
+  EXPECT_EQ(ops::cast(got, Dtype::bf16).to(Device::cpu()).to_f32_vector(), got_bf16.to(Device::cpu()).to_f32_vector());
+  ASSERT_EQ(unsetenv("TERN_CUDA_MOE_GROUPED"), 0);
 }
 
 // An f32 or bf16 output: the bf16 one is the f32 one rounded once, on the decode and the sorted paths.

@@ -124,9 +124,23 @@ bool launch_moe_decode(const void* x, const int32_t* experts, const float* weigh
 // written) and pos [P] (each pair's slot, -1 for an id outside [0, E)).
 void launch_moe_sort(const int32_t* experts, int64_t P, int64_t k, int64_t E, int32_t* counts, int32_t* offsets,
                      int32_t* cursor, int32_t* rows, int32_t* pos, cudaStream_t s);
-// out [T, H] f32 = sum_j weights[t, j] * y[pos[t, j]] over slots with pos >= 0; y [n_sorted, H] f32.
+// out [T, H] (f32, or bf16 with out_bf16) = sum_j weights[t, j] * y[pos[t, j]] over slots with pos >= 0;
+// y [n_sorted, H] f32.
 void launch_moe_combine(const float* y, const int32_t* pos, const float* weights, int64_t T, int64_t k, int64_t H,
-                        float* out, cudaStream_t s);
+                        void* out, bool out_bf16, cudaStream_t s);
+// The device buffers of launch_moe_grouped for P = T * k pairs: counts, offsets, cursor [E]; rows, pos
+// [P] (as launch_moe_sort); h [P, I] and y [P, H] f32.
+struct MoeGroupedScratch {
+  int32_t *counts, *offsets, *cursor, *rows, *pos;
+  float *h, *y;
+};
+// The same product as launch_moe_decode for any T without a host sync: the pairs sorted by expert on
+// the device (launch_moe_sort), grouped products per expert reading each routed expert's weights once
+// per 4 of its slots, and the weighted combine. Returns false (launching nothing) unless H and I are
+// multiples of 8, E <= 65535 and the pointers 16-byte aligned.
+bool launch_moe_grouped(const void* x, const int32_t* experts, const float* weights, int64_t T, int64_t k,
+                        const void* gate_up, const void* down, int64_t E, int64_t H, int64_t I, bool geglu,
+                        const MoeGroupedScratch& w, void* out, bool out_bf16, cudaStream_t s);
 // A mixture-of-experts sub-layer's entry for M <= 4 bf16 rows [M, H] in one launch: sum = x + delta
 // (delta may be null: no sum is written), normed = rms_norm(sum) * weight (weight may be null), logits
 // [M, E] f32 = normed router^T, then launch_moe_route's choice into weights / experts [M, k]. done: a

@@ -4,6 +4,8 @@
 // down products per used expert through linear (cuBLASLt) on the gathered rows, and combine on the device.
 #include "tern/ops/moe.h"
 
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <mutex>
 
@@ -22,6 +24,9 @@ namespace {
 // Up to this many tokens the grouped GEMV reads each routed expert's rows at full width; beyond it the
 // same experts recur across tokens and per-expert GEMMs reuse each weight tile.
 constexpr int64_t kDecodeTokens = 8;
+// Up to this many tokens (decode batches) the grouped products (launch_moe_grouped) may run instead of
+// cuBLASLt per expert: few rows per expert, where a GEMM tile would be mostly empty.
+constexpr int64_t kGroupedTokens = 64;
 
 bool run_decode(const Tensor& x, const Tensor& experts, const Tensor& weights, const Tensor& gate_up,
                 const Tensor& down, ops::MoeActivation act, Tensor& out) {
@@ -69,10 +74,35 @@ void run_sorted(const Tensor& x, const Tensor& experts, const Tensor& weights, c
     linear(hh, down.select(0, e), Tensor(), ye);
     at += n;
   }
-  Tensor mixed = out.dtype() == Dtype::f32 ? out : Tensor::empty({T, H}, Dtype::f32, dev);
-  launch_moe_combine(y.data<float>(), pos.data<int32_t>(), weights.data<float>(), T, K, H, mixed.data<float>(),
-                     stream());
-  if (out.dtype() != Dtype::f32) out.copy_from(ops::cast(mixed, out.dtype()));
+  launch_moe_combine(y.data<float>(), pos.data<int32_t>(), weights.data<float>(), T, K, H, out.data_ptr(),
+                     out.dtype() == Dtype::bf16, stream());
+}
+
+// TERN_CUDA_MOE_GROUPED=1: batches of kDecodeTokens < T <= kGroupedTokens take the grouped products
+// (launch_moe_grouped: no host sync, so a compiled decode captures them). Off by default until it has
+// passed the CUDA suite on a GPU.
+bool grouped_enabled() {
+  const char* v = std::getenv("TERN_CUDA_MOE_GROUPED");
+  return v && std::strcmp(v, "1") == 0;
+}
+
+bool run_grouped(const Tensor& x, const Tensor& experts, const Tensor& weights, const Tensor& gate_up,
+                 const Tensor& down, ops::MoeActivation act, Tensor& out) {
+  if (gate_up.dtype() != Dtype::bf16 || !gate_up.is_contiguous() || !down.is_contiguous()) return false;
+  const int64_t T = x.size(0), H = x.size(1), K = experts.size(1), E = gate_up.size(0), I = gate_up.size(1) / 2;
+  const int64_t P = T * K;
+  const Device dev = x.device();
+  Tensor xb = x.dtype() == Dtype::bf16 ? x : ops::cast(x, Dtype::bf16);
+  Tensor counts = Tensor::empty({E}, Dtype::i32, dev), offsets = Tensor::empty({E}, Dtype::i32, dev);
+  Tensor cursor = Tensor::empty({E}, Dtype::i32, dev);
+  Tensor rows = Tensor::empty({P}, Dtype::i32, dev), pos = Tensor::empty({P}, Dtype::i32, dev);
+  Tensor h = Tensor::empty({P, I}, Dtype::f32, dev), y = Tensor::empty({P, H}, Dtype::f32, dev);
+  const MoeGroupedScratch w{counts.data<int32_t>(), offsets.data<int32_t>(), cursor.data<int32_t>(),
+                            rows.data<int32_t>(),   pos.data<int32_t>(),     h.data<float>(),
+                            y.data<float>()};
+  return launch_moe_grouped(xb.data_ptr(), experts.data<int32_t>(), weights.data<float>(), T, K, gate_up.data_ptr(),
+                            down.data_ptr(), E, H, I, act == ops::MoeActivation::geglu_tanh, w, out.data_ptr(),
+                            out.dtype() == Dtype::bf16, stream());
 }
 
 // A zeroed device counter for the kernels that let their last block finish the work (they reset it).
@@ -97,6 +127,8 @@ void moe_experts(const Tensor& x, const Tensor& experts, const Tensor& weights, 
                  const Tensor& down, ops::MoeActivation act, Tensor& out) {
   for (const Tensor* t : {&x, &experts, &weights, &gate_up, &down}) check_cuda(*t, "moe_experts");
   if (x.size(0) <= kDecodeTokens && run_decode(x, experts, weights, gate_up, down, act, out)) return;
+  if (x.size(0) <= kGroupedTokens && grouped_enabled() && run_grouped(x, experts, weights, gate_up, down, act, out))
+    return;
   run_sorted(x, experts, weights, gate_up, down, act, out);
 }
 

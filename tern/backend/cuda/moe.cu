@@ -71,9 +71,45 @@ void launch_moe_sort(const int32_t* experts, int64_t P, int64_t k, int64_t E, in
 }
 
 void launch_moe_combine(const float* y, const int32_t* pos, const float* weights, int64_t T, int64_t k, int64_t H,
-                        float* out, cudaStream_t s) {
+                        void* out, bool out_bf16, cudaStream_t s) {
   constexpr int kThreads = 256;
-  launch_kernel(kernels::moe_combine_kernel, grid_for(T * H, kThreads), kThreads, 0, s, y, pos, weights, T, k, H, out);
+  if (out_bf16) {
+    launch_kernel(kernels::moe_combine_kernel<__nv_bfloat16>, grid_for(T * H, kThreads), kThreads, 0, s, y, pos,
+                  weights, T, k, H, static_cast<__nv_bfloat16*>(out));
+  } else {
+    launch_kernel(kernels::moe_combine_kernel<float>, grid_for(T * H, kThreads), kThreads, 0, s, y, pos, weights, T, k,
+                  H, static_cast<float*>(out));
+  }
+}
+
+bool launch_moe_grouped(const void* x, const int32_t* experts, const float* weights, int64_t T, int64_t k,
+                        const void* gate_up, const void* down, int64_t E, int64_t H, int64_t I, bool geglu,
+                        const MoeGroupedScratch& w, void* out, bool out_bf16, cudaStream_t s) {
+  if (H % 8 != 0 || I % 8 != 0 || E > 65535) return false;
+  for (const void* p : {x, gate_up, down, static_cast<const void*>(w.h), static_cast<const void*>(w.y)}) {
+    if (reinterpret_cast<uintptr_t>(p) % 16) return false;
+  }
+  launch_moe_sort(experts, T * k, k, E, w.counts, w.offsets, w.cursor, w.rows, w.pos, s);
+  const auto* xb = static_cast<const __nv_bfloat16*>(x);
+  const auto* gu = static_cast<const __nv_bfloat16*>(gate_up);
+  const dim3 up_grid(static_cast<unsigned>((I + kernels::kMoeWarps - 1) / kernels::kMoeWarps),
+                     static_cast<unsigned>(E));
+  if (geglu) {
+    launch_kernel(kernels::moe_grouped_gate_up_kernel<true>, up_grid, kernels::kMoeWarps * 32, 0, s, xb,
+                  static_cast<const int32_t*>(w.counts), static_cast<const int32_t*>(w.offsets),
+                  static_cast<const int32_t*>(w.rows), gu, H, I, w.h);
+  } else {
+    launch_kernel(kernels::moe_grouped_gate_up_kernel<false>, up_grid, kernels::kMoeWarps * 32, 0, s, xb,
+                  static_cast<const int32_t*>(w.counts), static_cast<const int32_t*>(w.offsets),
+                  static_cast<const int32_t*>(w.rows), gu, H, I, w.h);
+  }
+  const dim3 down_grid(static_cast<unsigned>((H + kernels::kMoeWarps - 1) / kernels::kMoeWarps),
+                       static_cast<unsigned>(E));
+  launch_kernel(kernels::moe_grouped_down_kernel, down_grid, kernels::kMoeWarps * 32, 0, s,
+                static_cast<const float*>(w.h), static_cast<const int32_t*>(w.counts),
+                static_cast<const int32_t*>(w.offsets), static_cast<const __nv_bfloat16*>(down), H, I, w.y);
+  launch_moe_combine(w.y, w.pos, weights, T, k, H, out, out_bf16, s);
+  return true;
 }
 
 bool launch_moe_norm_route(const void* x, const void* delta, void* sum, const void* weight, float eps,

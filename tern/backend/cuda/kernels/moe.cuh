@@ -122,10 +122,11 @@ __global__ void moe_place_kernel(const int32_t* __restrict__ experts, int64_t P,
 }
 
 // out[t, c] = sum_j weights[t, j] * y[pos[t, j], c] over slots with pos >= 0 (slot order: deterministic).
-// y [n_sorted, H] f32, out [T, H] f32.
+// y [n_sorted, H] f32, out [T, H] of O (f32 or bf16, the f32 sum rounded once).
+template <typename O>
 __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* __restrict__ pos,
                                    const float* __restrict__ weights, int64_t T, int64_t k, int64_t H,
-                                   float* __restrict__ out) {
+                                   O* __restrict__ out) {
   grid_dependency_wait();
   const int64_t n = T * H;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -136,7 +137,108 @@ __global__ void moe_combine_kernel(const float* __restrict__ y, const int32_t* _
       const int32_t s = pos[t * k + j];
       if (s >= 0) acc += weights[t * k + j] * y[static_cast<int64_t>(s) * H + c];
     }
-    out[i] = acc;
+    out[i] = from_f32<O>(acc);
+  }
+}
+
+// The grouped products of a batch sorted by expert (moe_place_kernel's buckets): block (tile, e) takes
+// its kMoeWarps output rows of expert e, a warp each, against the expert's routed rows kGroupRows at a
+// time, so each weight row is read once per kGroupRows slots; experts with no slots return at once.
+// Reads the counts and offsets on the device (no host sync). Slot s of a bucket is sorted row
+// offsets[e] + s; each slot's sums do not depend on its place in the bucket.
+constexpr int kGroupRows = 4;
+
+// h[slot, i] = act(gate_e[i] . x[token]) * (up_e[i] . x[token]); grid (ceil(I / kMoeWarps), E). x [T, H]
+// bf16, rows [n_sorted] (the token of each slot), gate_up [E, 2I, H] bf16, h [n_sorted, I] f32.
+template <bool kGeglu>
+__global__ void __launch_bounds__(kMoeWarps * 32)
+    moe_grouped_gate_up_kernel(const __nv_bfloat16* __restrict__ x, const int32_t* __restrict__ counts,
+                               const int32_t* __restrict__ offsets, const int32_t* __restrict__ rows,
+                               const __nv_bfloat16* __restrict__ gate_up, int64_t H, int64_t I, float* __restrict__ h) {
+  grid_dependency_wait();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t e = blockIdx.y, i = static_cast<int64_t>(blockIdx.x) * kMoeWarps + warp;
+  const int n = counts[e];
+  if (n == 0 || i >= I) return;
+  const int off = offsets[e];
+  const uint4* gw = reinterpret_cast<const uint4*>(gate_up + (e * 2 * I + i) * H);
+  const uint4* uw = reinterpret_cast<const uint4*>(gate_up + (e * 2 * I + I + i) * H);
+  const int64_t chunks = H / 8;
+  for (int s0 = 0; s0 < n; s0 += kGroupRows) {
+    const int m = n - s0 < kGroupRows ? n - s0 : kGroupRows;
+    const __nv_bfloat16* xr[kGroupRows];
+    float g[kGroupRows], u[kGroupRows];
+#pragma unroll
+    for (int j = 0; j < kGroupRows; ++j) {
+      xr[j] = x + static_cast<int64_t>(rows[off + s0 + (j < m ? j : 0)]) * H;
+      g[j] = u[j] = 0.0f;
+    }
+#pragma unroll 2
+    for (int64_t c = lane; c < chunks; c += 32) {
+      float wg[8], wu[8];
+      bf16x8_to_f32(__ldg(gw + c), wg);
+      bf16x8_to_f32(__ldg(uw + c), wu);
+#pragma unroll
+      for (int j = 0; j < kGroupRows; ++j) {
+        if (j >= m) continue;
+        float xf[8];
+        load_x8<false>(xr[j], c, xf);
+#pragma unroll
+        for (int t = 0; t < 8; ++t) {
+          g[j] += wg[t] * xf[t];
+          u[j] += wu[t] * xf[t];
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kGroupRows; ++j) {
+      g[j] = warp_sum(g[j]);
+      u[j] = warp_sum(u[j]);
+      if (lane == 0 && j < m) {
+        const float a = kGeglu ? gelu_tanh_f(g[j]) : g[j] / (1.0f + expf(-g[j]));
+        h[static_cast<int64_t>(off + s0 + j) * I + i] = a * u[j];
+      }
+    }
+  }
+}
+
+// y[slot, n] = down_e[n] . h[slot]; grid (ceil(H / kMoeWarps), E). down [E, H, I] bf16, h [n_sorted, I]
+// f32, y [n_sorted, H] f32.
+__global__ void __launch_bounds__(kMoeWarps * 32)
+    moe_grouped_down_kernel(const float* __restrict__ h, const int32_t* __restrict__ counts,
+                            const int32_t* __restrict__ offsets, const __nv_bfloat16* __restrict__ down, int64_t H,
+                            int64_t I, float* __restrict__ y) {
+  grid_dependency_wait();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t e = blockIdx.y, o = static_cast<int64_t>(blockIdx.x) * kMoeWarps + warp;
+  const int n = counts[e];
+  if (n == 0 || o >= H) return;
+  const int off = offsets[e];
+  const uint4* w = reinterpret_cast<const uint4*>(down + (e * H + o) * I);
+  const int64_t chunks = I / 8;
+  for (int s0 = 0; s0 < n; s0 += kGroupRows) {
+    const int m = n - s0 < kGroupRows ? n - s0 : kGroupRows;
+    float acc[kGroupRows];
+#pragma unroll
+    for (int j = 0; j < kGroupRows; ++j) acc[j] = 0.0f;
+#pragma unroll 2
+    for (int64_t c = lane; c < chunks; c += 32) {
+      float wf[8];
+      bf16x8_to_f32(__ldg(w + c), wf);
+#pragma unroll
+      for (int j = 0; j < kGroupRows; ++j) {
+        if (j >= m) continue;
+        float xf[8];
+        load_x8<false>(h + static_cast<int64_t>(off + s0 + j) * I, c, xf);
+#pragma unroll
+        for (int t = 0; t < 8; ++t) acc[j] += wf[t] * xf[t];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kGroupRows; ++j) {
+      acc[j] = warp_sum(acc[j]);
+      if (lane == 0 && j < m) y[static_cast<int64_t>(off + s0 + j) * H + o] = acc[j];
+    }
   }
 }
 
