@@ -1,5 +1,6 @@
 // ops::moe_experts on the CPU against a plain per-token, per-slot loop in double precision: both
-// activations, f32 and bf16 expert weights, experts hit unevenly (some with no tokens); bad input.
+// activations, f32 and bf16 expert weights, experts hit unevenly (some with no tokens); bad input; a bf16
+// output; ops::moe_norm_route against a plain loop.
 #include "tern/ops/moe.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "tern/ops/elementwise.h"
 
@@ -143,6 +145,75 @@ TEST(MoeExperts, RejectsBadInput) {
   EXPECT_THROW(ops::moe_experts(x, Tensor::from_vector(std::vector<int32_t>{0, 2, 1}, {3, 1}), w, gu, dn, sw),
                Error);  // expert id out of range
   EXPECT_THROW(ops::moe_experts(x, ids, w, ops::cast(gu, Dtype::bf16), dn, sw), Error);  // mixed weight dtypes
+}
+
+TEST(MoeExperts, Bf16OutputIsTheF32OneRounded) {
+  const int64_t T = 5, H = 16, I = 8, E = 4;
+  Tensor gu = Tensor::from_vector(randn(E * 2 * I * H, 17, 0.5f), {E, 2 * I, H});
+  Tensor dn = Tensor::from_vector(randn(E * H * I, 18, 0.5f), {E, H, I});
+  Tensor x = Tensor::from_vector(randn(T * H, 19, 1.0f), {T, H});
+  std::vector<int32_t> ids;
+  std::vector<float> wts;
+  random_route(T, 2, E, 20, ids, wts);
+  Tensor e = Tensor::from_vector(ids, {T, 2}), w = Tensor::from_vector(wts, {T, 2});
+  const auto sw = ops::MoeActivation::swiglu;
+  Tensor f = ops::moe_experts(x, e, w, gu, dn, sw), b = ops::moe_experts(x, e, w, gu, dn, sw, Dtype::bf16);
+  ASSERT_EQ(b.dtype(), Dtype::bf16);
+  EXPECT_EQ(ops::cast(f, Dtype::bf16).to_f32_vector(), b.to_f32_vector());
+  EXPECT_THROW(ops::moe_experts(x, e, w, gu, dn, sw, Dtype::f16), Error);
+}
+
+// ops::moe_norm_route on the CPU against a plain loop in double: the residual sum, the RMSNorm with its
+// weight, the router's softmax and its top k (renormalised), with and without a delta.
+TEST(MoeNormRoute, IsThePreNormThenTheRouter) {
+  const int64_t T = 3, H = 24, E = 16, k = 4;
+  const float eps = 1e-6f;
+  const std::vector<float> xv = randn(T * H, 30, 1.0f), dv = randn(T * H, 31, 0.5f), nw = randn(H, 32, 0.3f),
+                           rv = randn(E * H, 33, 0.4f);
+  std::vector<float> wv(nw);
+  for (float& v : wv) v += 1.0f;
+  for (bool with_delta : {true, false}) {
+    ops::PreNorm in;
+    in.x = Tensor::from_vector(xv, {T, 1, H});
+    if (with_delta) in.delta = Tensor::from_vector(dv, {T, 1, H});
+    in.weight = Tensor::from_vector(wv, {H});
+    in.eps = eps;
+    ops::MoeNormRoute r = ops::moe_norm_route(in, Tensor::from_vector(rv, {E, H}), k, true);
+    ASSERT_EQ(r.sum.shape(), (Shape{T, 1, H}));
+    ASSERT_EQ(r.normed.shape(), (Shape{T, 1, H}));
+    ASSERT_EQ(r.experts.shape(), (Shape{T, k}));
+    const std::vector<float> sum = r.sum.to_f32_vector(), normed = r.normed.to_f32_vector(),
+                             we = r.weights.to_f32_vector(), ex = r.experts.to_f32_vector();
+    for (int64_t t = 0; t < T; ++t) {
+      std::vector<double> s(H), n(H), logit(E);
+      double ss = 0;
+      for (int64_t c = 0; c < H; ++c) {
+        s[c] = xv[t * H + c] + (with_delta ? dv[t * H + c] : 0.0f);
+        ss += s[c] * s[c];
+      }
+      const double inv = 1.0 / std::sqrt(ss / H + eps);
+      for (int64_t c = 0; c < H; ++c) {
+        n[c] = s[c] * inv * wv[c];
+        EXPECT_NEAR(sum[t * H + c], s[c], 1e-5) << t << " " << c;
+        EXPECT_NEAR(normed[t * H + c], n[c], 1e-4) << t << " " << c;
+      }
+      double m = -1e300;
+      for (int64_t e = 0; e < E; ++e) {
+        logit[e] = 0;
+        for (int64_t c = 0; c < H; ++c) logit[e] += n[c] * rv[e * H + c];
+        m = std::max(m, logit[e]);
+      }
+      std::vector<int64_t> order(E);
+      for (int64_t e = 0; e < E; ++e) order[e] = e;
+      std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return logit[a] > logit[b]; });
+      double picked = 0;
+      for (int64_t j = 0; j < k; ++j) picked += std::exp(logit[order[j]] - m);
+      for (int64_t j = 0; j < k; ++j) {
+        EXPECT_EQ(ex[t * k + j], static_cast<float>(order[j])) << "token " << t << " slot " << j;
+        EXPECT_NEAR(we[t * k + j], std::exp(logit[order[j]] - m) / picked, 1e-5) << "token " << t << " slot " << j;
+      }
+    }
+  }
 }
 
 }  // namespace
