@@ -67,27 +67,13 @@ MoeRoute moe_route(const Tensor& logits, int64_t k, bool renormalize) {
 }
 
 MoeNormRoute moe_norm_route(const PreNorm& in, const Tensor& router, int64_t k, bool renormalize) {
-  const Tensor& x = in.x;
-  if (x.defined() && x.device().is_cuda() && x.dtype() == Dtype::bf16 && x.rank() >= 1 && router.defined() &&
-      router.rank() == 2 && router.dtype() == Dtype::bf16 && router.is_contiguous() && router.device() == x.device() &&
-      router.size(1) == x.size(-1) && k >= 1 && k <= router.size(0) && in.eps >= 0.0f &&
-      (!in.delta.defined() ||
-       (in.delta.shape() == x.shape() && in.delta.dtype() == x.dtype() && in.delta.device() == x.device())) &&
-      (!in.weight.defined() || (in.weight.shape() == Shape{x.size(-1)} && in.weight.dtype() == Dtype::bf16 &&
-                                in.weight.device() == x.device()))) {
-    const int64_t H = x.size(-1), rows = H ? x.numel() / H : 0;
-    MoeNormRoute r;
-    if (rows >= 1 && rows <= 4 &&
-        cuda::moe_norm_route(
-            x.reshape({rows, H}).contiguous(), in.delta.defined() ? in.delta.reshape({rows, H}).contiguous() : Tensor(),
-            in.weight.defined() ? in.weight.contiguous() : Tensor(), in.eps, router, k, renormalize, r)) {
-      if (in.delta.defined())
-        r.sum = r.sum.view(x.shape());
-      else
-        r.sum = x;
-      r.normed = r.normed.view(x.shape());
-      return r;
-    }
+  const DecodeRows d = decode_rows(in, router);
+  MoeNormRoute r;
+  if (d.rows > 0 && k >= 1 && k <= router.size(0) &&
+      cuda::moe_norm_route(d.x2d, d.delta2d, d.weight, in.eps, router, k, renormalize, r)) {
+    r.sum = in.delta.defined() ? r.sum.view(in.x.shape()) : in.x;
+    r.normed = r.normed.view(in.x.shape());
+    return r;
   }
   AddNorm a = pre_norm(in);
   const int64_t H = a.normed.size(-1);

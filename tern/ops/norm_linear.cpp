@@ -10,32 +10,41 @@ namespace {
 
 // The one-kernel path into r; false (nothing done) where it does not apply.
 bool fused(const PreNorm& in, const Tensor& w, int act, int64_t out_features, NormedProduct& r) {
+  const DecodeRows d = decode_rows(in, w);
+  if (d.rows == 0) return false;
   const Tensor& x = in.x;
-  if (!x.defined() || !x.device().is_cuda() || x.dtype() != Dtype::bf16 || w.dtype() != Dtype::bf16 ||
-      x.rank() < 1 || x.size(-1) != w.size(1) || !w.is_contiguous() || w.device() != x.device() ||
-      (in.weight.defined() && (in.weight.dtype() != Dtype::bf16 || in.weight.device() != x.device())) ||
-      (in.delta.defined() && (in.delta.shape() != x.shape() || in.delta.dtype() != x.dtype())))
-    return false;
-  const int64_t K = w.size(1), rows = K ? x.numel() / K : 0;
-  // anything else (a mis-shaped norm weight included) takes the unfused ops, which check and say so
-  if (rows < 1 || rows > 4 || in.eps < 0.0f || (in.weight.defined() && in.weight.shape() != Shape{K}) ||
-      (in.delta.defined() && in.delta.device() != x.device()))
-    return false;
   Shape shape = x.shape();
   shape.back() = out_features;
   Tensor out = Tensor::empty(shape, x.dtype(), x.device());
   // without a delta the sum is x itself (possibly a strided view) and the kernel writes none
   Tensor sum = in.delta.defined() ? Tensor::empty(x.shape(), x.dtype(), x.device()) : x;
-  Tensor sum2d = in.delta.defined() ? sum.view({rows, K}) : Tensor(), out2d = out.view({rows, out_features});
-  const Tensor delta2d = in.delta.defined() ? in.delta.reshape({rows, K}).contiguous() : Tensor();
-  const Tensor weight = in.weight.defined() ? in.weight.contiguous() : Tensor();
-  if (!cuda::norm_linear(x.reshape({rows, K}).contiguous(), delta2d, weight, in.eps, w, act, sum2d, out2d))
-    return false;
+  Tensor sum2d = in.delta.defined() ? sum.view({d.rows, x.size(-1)}) : Tensor(),
+         out2d = out.view({d.rows, out_features});
+  if (!cuda::norm_linear(d.x2d, d.delta2d, d.weight, in.eps, w, act, sum2d, out2d)) return false;
   r = NormedProduct{sum, out};
   return true;
 }
 
 }  // namespace
+
+DecodeRows decode_rows(const PreNorm& in, const Tensor& w) {
+  const Tensor& x = in.x;
+  if (!x.defined() || !x.device().is_cuda() || x.dtype() != Dtype::bf16 || x.rank() < 1 || !w.defined() ||
+      w.rank() != 2 || w.dtype() != Dtype::bf16 || !w.is_contiguous() || w.device() != x.device() ||
+      x.size(-1) != w.size(1) || in.eps < 0.0f)
+    return {};
+  const int64_t K = w.size(1), rows = K ? x.numel() / K : 0;
+  if (rows < 1 || rows > 4) return {};
+  if (in.weight.defined() &&
+      (in.weight.dtype() != Dtype::bf16 || in.weight.device() != x.device() || in.weight.shape() != Shape{K}))
+    return {};
+  if (in.delta.defined() &&
+      (in.delta.shape() != x.shape() || in.delta.dtype() != x.dtype() || in.delta.device() != x.device()))
+    return {};
+  return DecodeRows{x.reshape({rows, K}).contiguous(),
+                    in.delta.defined() ? in.delta.reshape({rows, K}).contiguous() : Tensor(),
+                    in.weight.defined() ? in.weight.contiguous() : Tensor(), rows};
+}
 
 AddNorm pre_norm(const PreNorm& in) {
   if (in.delta.defined()) return add_rms_norm(in.x, in.delta, in.weight, in.eps);

@@ -16,6 +16,17 @@ struct PreNorm {
 // {x + delta (x itself without a delta), rms_norm of it}: ops::add_rms_norm or ops::rms_norm.
 AddNorm pre_norm(const PreNorm& in);
 
+// `in` as the one-kernel CUDA paths take it when they fold it into a product with w [N, K] (norm_linear,
+// moe_norm_route): x2d and delta2d [rows, K] contiguous (delta2d undefined without a delta), the norm
+// weight contiguous (or undefined). rows is 0 unless x is bf16 with at most 4 rows on the CUDA device of
+// a contiguous bf16 w, and the delta and norm weight match it; the caller then takes the unfused ops,
+// which check and say what is wrong.
+struct DecodeRows {
+  Tensor x2d, delta2d, weight;
+  int64_t rows = 0;
+};
+DecodeRows decode_rows(const PreNorm& in, const Tensor& w);
+
 // The residual sum (x itself without a delta) and the product of its norm.
 struct NormedProduct {
   Tensor sum, out;
