@@ -1,15 +1,18 @@
 // CUDA op benchmarks: device copy bandwidth (the memory ceiling), cuBLASLt GEMM rate, the engine's hot
 // ops at Qwen3-8B / 0.6B shapes and the routed experts at Qwen3-30B-A3B shapes, each as median time,
 // achieved rate and % of ceiling.
-// usage: tern_cuda_bench [--quick | --kv | --gemv]
+// usage: tern_cuda_bench [--quick | --kv | --gemv | --decode]
 //   --kv: the copy ceiling and the quantized-KV decode attention only
 //   --gemv: the copy ceiling and a batch-1 layer's four decode products in sequence, over enough layers'
 //           weights that none stays in L2 (the decode step's regime), at Qwen3-8B and 0.6B shapes
+//   --decode: the copy ceiling and bf16 flash-decoding at Qwen3-8B heads over key-split counts, with
+//             the splits merged by the last block and by a separate combine launch
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <random>
@@ -85,6 +88,7 @@ int main(int argc, char** argv) {
   const bool quick = argc > 1 && !std::strcmp(argv[1], "--quick");
   const bool kv_only = argc > 1 && !std::strcmp(argv[1], "--kv");
   const bool gemv_only = argc > 1 && !std::strcmp(argv[1], "--gemv");
+  const bool decode_only = argc > 1 && !std::strcmp(argv[1], "--decode");
   if (!cuda_available()) {
     std::printf("no CUDA device: %s\n", cuda_status().c_str());
     return 0;
@@ -101,6 +105,30 @@ int main(int argc, char** argv) {
     });
     g_copy_bw = 2.0 * n / t;
     std::printf("%-44s %10.1f us  %7.0f GB/s (ceiling)\n", "copy 2 GiB d2d", t * 1e6, g_copy_bw / 1e9);
+  }
+  if (decode_only) {  // bf16 flash-decoding at Qwen3-8B heads: split counts and the two merges of the splits
+    std::printf("\n-- sdpa decode (32 q, 8 kv heads, dim 128): splits x merge --\n");
+    char name[128];
+    for (int64_t B : {int64_t(1), int64_t(8)}) {
+      for (int64_t Lk : {int64_t(4096), int64_t(32768)}) {
+        Tensor q = randn_gpu({B, 32, 1, 128}, Dtype::bf16, 30);
+        Tensor k = randn_gpu({B, 8, Lk, 128}, Dtype::bf16, 31), v = randn_gpu({B, 8, Lk, 128}, Dtype::bf16, 32);
+        ops::AttentionMask m;
+        m.q_offset = Lk - 1;
+        for (int splits : {0, 8, 16, 24, 32, 40, 48, 49, 50, 56, 64}) {
+          if (splits) setenv("TERN_CUDA_DECODE_SPLITS", std::to_string(splits).c_str(), 1);
+          for (const char* merge : {"last-block", "launch"}) {
+            setenv("TERN_CUDA_DECODE_COMBINE", merge, 1);
+            std::snprintf(name, sizeof name, "B=%lld Lk=%lld splits=%s %s", (long long)B, (long long)Lk,
+                          splits ? std::to_string(splits).c_str() : "auto", merge);
+            row(name, time_it([&] { ops::sdpa(q, k, v, 0.088f, m); }), 2.0 * k.nbytes() + q.nbytes() * 2, 0);
+          }
+          unsetenv("TERN_CUDA_DECODE_SPLITS");
+        }
+        unsetenv("TERN_CUDA_DECODE_COMBINE");
+      }
+    }
+    return 0;
   }
   if (gemv_only) {
     struct Shape4 {

@@ -127,7 +127,7 @@ void check_out_of_range_ids(int64_t T, bool check_bf16) {
 }
 
 TEST_F(CudaMoe, OutOfRangeIdOnDeviceContributesNothing) {
-  for (int64_t T : {2, 40}) check_out_of_range_ids(T, false);  // the decode and the sorted paths
+  for (int64_t T : {2, 40}) check_out_of_range_ids(T, false);  // the decode and the grouped paths
 }
 
 TEST_F(CudaMoe, RouterMatchesCpu) {
@@ -193,19 +193,21 @@ TEST_F(CudaMoe, RouteMatchesSoftmaxTopK) {
   EXPECT_THROW(ops::moe_route(randn({2, 8}, 90).to(kGpu), 9, true), Error);
 }
 
-// The grouped products (TERN_CUDA_MOE_GROUPED=1: batches of 9 to 64 tokens sorted by expert on the device,
-// no host sync) against the CPU, both activations, experts hit unevenly; out-of-range ids add nothing;
-// a bf16 output is the f32 one rounded once.
+// The grouped products (the default for batches of 9 to 64 tokens: sorted by expert on the device, no
+// host sync) and, with TERN_CUDA_MOE_GROUPED=0, cuBLASLt per expert, against the CPU: both activations,
+// experts hit unevenly; out-of-range ids add nothing; a bf16 output is the f32 one rounded once.
 TEST_F(CudaMoe, GroupedPathMatchesCpu) {
-  ASSERT_EQ(setenv("TERN_CUDA_MOE_GROUPED", "1", 1), 0);
   uint32_t seed = 2000;
-  for (int64_t T : {9, 32, 64}) {
-    for (auto act : {ops::MoeActivation::swiglu, ops::MoeActivation::geglu_tanh}) {
-      check_case({T, 8, 64, 256, 128, act}, seed += 11);
-      check_case({T, 2, 4, 96, 40, act}, seed += 11);
+  for (const char* grouped : {"1", "0"}) {
+    ASSERT_EQ(setenv("TERN_CUDA_MOE_GROUPED", grouped, 1), 0);
+    for (int64_t T : {9, 32, 64}) {
+      for (auto act : {ops::MoeActivation::swiglu, ops::MoeActivation::geglu_tanh}) {
+        check_case({T, 8, 64, 256, 128, act}, seed += 11);
+        check_case({T, 2, 4, 96, 40, act}, seed += 11);
+      }
     }
+    check_out_of_range_ids(40, true);
   }
-  check_out_of_range_ids(40, true);
   ASSERT_EQ(unsetenv("TERN_CUDA_MOE_GROUPED"), 0);
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <vector>
 
@@ -526,6 +527,35 @@ TEST_F(CudaOps, SdpaDecodeSplitK) {
   for (Dtype dt : kFloat) {
     for (const auto& c : cases) check_sdpa(c, dt, seed += 10);
   }
+}
+
+// The split partials merged by the last split of each kv head (the default) and by a separate combine
+// launch, at forced split counts up to the 64 maximum; a repeated call gives the same bits, so the last
+// split left its counters at zero.
+TEST_F(CudaOps, SdpaDecodeMergesSplitsInTheLastBlock) {
+  const AttnCase cases[] = {
+      {1, 32, 8, 1, 8192, 128, true, 8191, 0, false, false, 0.0f},
+      {2, 8, 2, 3, 2000, 64, true, 1997, 0, true, false, 0.0f},
+      {1, 8, 2, 1, 3000, 512, true, 2999, 0, false, false, 0.0f},
+  };
+  uint32_t seed = 700;
+  for (const char* splits : {"2", "7", "64"}) {
+    ASSERT_EQ(setenv("TERN_CUDA_DECODE_SPLITS", splits, 1), 0);
+    for (const char* combine : {"last-block", "launch"}) {
+      ASSERT_EQ(setenv("TERN_CUDA_DECODE_COMBINE", combine, 1), 0);
+      for (const auto& c : cases) check_sdpa(c, Dtype::bf16, seed += 10);
+    }
+  }
+  ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_COMBINE"), 0);
+  Tensor q = randn({1, 32, 1, 128}, Dtype::bf16, 800).to(kGpu);
+  Tensor k = randn({1, 8, 4096, 128}, Dtype::bf16, 801).to(kGpu), v = randn({1, 8, 4096, 128}, Dtype::bf16, 802).to(kGpu);
+  ops::AttentionMask m;
+  m.q_offset = 4095;
+  const std::vector<float> first = ops::sdpa(q, k, v, 0.088f, m).to(Device::cpu()).to_f32_vector();
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(ops::sdpa(q, k, v, 0.088f, m).to(Device::cpu()).to_f32_vector(), first) << "call " << i + 2;
+  }
+  ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_SPLITS"), 0);
 }
 
 // Heads wider than the kernels' 256 (Gemma 4's full layers: 512): bf16/f16 512-dim heads run the

@@ -5,6 +5,8 @@
 #include "tern/ops/attention.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "tern/backend/cuda/launch.h"
 #include "tern/backend/cuda/layout.h"
@@ -99,14 +101,21 @@ void sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scal
              p.D, p.Dv, p.Lq, dtype_name(q.dtype()));
   const bool tensor_cores = flash_eligible(q.dtype(), p);
   if (tensor_cores && group_rows(p) <= 16) {
-    // Flash-decoding: blocks of (split, kv head, batch row); about three blocks per SM, each split
-    // keeping at least one 32-key tile per warp.
-    const int64_t sms = device_props().multiProcessorCount;
-    const int64_t want = (3 * sms + p.B * p.Hkv - 1) / (p.B * p.Hkv);
+    // Flash-decoding: blocks of (split, kv head, batch row), as many splits as fill the GPU in one wave
+    // (a second, nearly empty wave would double the time), each split keeping at least one 32-key tile
+    // per warp. TERN_CUDA_DECODE_SPLITS=N forces N splits (a tuning knob for benchmarks).
+    const int64_t resident = sdpa_decode_blocks_per_sm(q.dtype(), p) * device_props().multiProcessorCount;
+    int64_t want = std::max<int64_t>(1, resident / (p.B * p.Hkv));
+    if (const char* e = std::getenv("TERN_CUDA_DECODE_SPLITS")) want = std::max(1, std::atoi(e));
     const int splits = static_cast<int>(std::clamp<int64_t>(std::min(want, p.Lk / 128), 1, 64));
     Tensor workspace;
     if (splits > 1) workspace = Tensor::empty({splits, rows, p.Dv + 2}, Dtype::f32, q.device());
-    launch_sdpa_decode(q.dtype(), p, splits, splits > 1 ? workspace.data<float>() : nullptr, stream());
+    // The last split of each kv head merges the partials itself, unless TERN_CUDA_DECODE_COMBINE=launch.
+    unsigned* counters = nullptr;
+    const char* combine = std::getenv("TERN_CUDA_DECODE_COMBINE");
+    if (splits > 1 && p.B * p.Hkv <= kCounters && !(combine && std::string(combine) == "launch"))
+      counters = zeroed_counters();
+    launch_sdpa_decode(q.dtype(), p, splits, splits > 1 ? workspace.data<float>() : nullptr, counters, stream());
     return;
   }
   if (tensor_cores && p.Lq >= 16) {

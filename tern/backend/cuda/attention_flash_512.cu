@@ -7,8 +7,11 @@ namespace tern::cuda {
 
 void run_flash_512(Dtype dt, const SdpaParams& p, cudaStream_t s) { run_flash<512, 32, 256>(dt, p, s); }
 
-void run_decode_512(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s) {
-  run_decode<512, 16, 1, 256>(dt, p, n_splits, workspace, s);
+void run_decode_512(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters,
+                    cudaStream_t s) {
+  run_decode<512, 16, 1, 256>(dt, p, n_splits, workspace, counters, s);
 }
+
+int decode_blocks_per_sm_512(Dtype dt) { return decode_blocks_per_sm<512, 16, 1, 256>(dt); }
 
 }  // namespace tern::cuda

@@ -52,17 +52,30 @@ void run_flash(Dtype dt, const SdpaParams& p, cudaStream_t s) {
 }
 
 template <typename T, int HD, int BN, int STAGES, int HDV>
-void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s) {
-  constexpr size_t q_bytes = 16 * (HD + 8) * sizeof(T);
-  constexpr size_t kv_bytes = kernels::kFlashWarps * STAGES * BN * (HD + 8 + HDV + 8) * sizeof(T);
-  constexpr size_t merge_bytes = (kernels::kFlashWarps * 16 * 2 + kernels::kFlashWarps * 16 * HDV) * sizeof(float);
-  constexpr size_t smem = q_bytes + (kv_bytes > merge_bytes ? kv_bytes : merge_bytes);
-  static const bool configured = [] {
-    TERN_CUDA_CHECK(cudaFuncSetAttribute(kernels::attention_decode_kernel<T, HD, BN, STAGES, HDV>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    return true;
-  }();
-  (void)configured;
+struct DecodeKernel {
+  static constexpr size_t q_bytes = 16 * (HD + 8) * sizeof(T);
+  static constexpr size_t kv_bytes = kernels::kFlashWarps * STAGES * BN * (HD + 8 + HDV + 8) * sizeof(T);
+  static constexpr size_t merge_bytes =
+      (kernels::kFlashWarps * 16 * 2 + kernels::kFlashWarps * 16 * HDV) * sizeof(float);
+  static constexpr size_t smem = q_bytes + (kv_bytes > merge_bytes ? kv_bytes : merge_bytes);
+  static_assert(merge_bytes >= 64 * 16 * 2 * sizeof(float), "merge_split_partials' scratch");
+  static constexpr auto kernel = kernels::attention_decode_kernel<T, HD, BN, STAGES, HDV>;
+  // The kernel's shared-memory limit, set once; returns how many of its blocks one SM holds.
+  static int blocks_per_sm() {
+    static const int n = [] {
+      TERN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      int blocks = 0;
+      TERN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kernels::kFlashWarps * 32, smem));
+      return blocks;
+    }();
+    return n;
+  }
+};
+
+template <typename T, int HD, int BN, int STAGES, int HDV>
+void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, unsigned* counters, cudaStream_t s) {
+  using K = DecodeKernel<T, HD, BN, STAGES, HDV>;
+  (void)K::blocks_per_sm();
   kernels::DecodeArgs a{};
   a.q = p.q;
   a.k = p.k;
@@ -77,15 +90,15 @@ void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, cudaS
   a.window = p.window;
   a.kv_len = p.kv_len;
   a.n_splits = n_splits;
+  a.counters = n_splits > 1 ? counters : nullptr;
   dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
   const int64_t rows = p.B * p.Hq * p.Lq;
   // The value slices [c, c + HDV) one after the other; each reuses the workspace (rows of HDV + 2).
   for (int64_t c = 0; c < p.Dv; c += HDV) {
     a.v = static_cast<const T*>(p.v) + c;
     a.out = static_cast<T*>(p.out) + c;
-    launch_kernel(kernels::attention_decode_kernel<T, HD, BN, STAGES, HDV>, grid, kernels::kFlashWarps * 32, smem, s,
-                  a);
-    if (n_splits > 1) {
+    launch_kernel(K::kernel, grid, kernels::kFlashWarps * 32, K::smem, s, a);
+    if (n_splits > 1 && !a.counters) {
       launch_kernel(kernels::attention_combine_kernel<T>, static_cast<unsigned>(rows), 128, 0, s, workspace,
                     static_cast<T*>(a.out), rows, static_cast<int64_t>(HDV), n_splits, p.Dv);
     }
@@ -93,21 +106,35 @@ void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, cudaS
 }
 
 template <int HD, int BN, int STAGES, int HDV = HD>
-void run_decode(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s) {
+void run_decode(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters, cudaStream_t s) {
   if (dt == Dtype::bf16) {
-    run_decode_typed<__nv_bfloat16, HD, BN, STAGES, HDV>(p, n_splits, workspace, s);
+    run_decode_typed<__nv_bfloat16, HD, BN, STAGES, HDV>(p, n_splits, workspace, counters, s);
   } else {
-    run_decode_typed<__half, HD, BN, STAGES, HDV>(p, n_splits, workspace, s);
+    run_decode_typed<__half, HD, BN, STAGES, HDV>(p, n_splits, workspace, counters, s);
   }
+}
+
+template <int HD, int BN, int STAGES, int HDV = HD>
+int decode_blocks_per_sm(Dtype dt) {
+  return dt == Dtype::bf16 ? DecodeKernel<__nv_bfloat16, HD, BN, STAGES, HDV>::blocks_per_sm()
+                           : DecodeKernel<__half, HD, BN, STAGES, HDV>::blocks_per_sm();
 }
 
 void run_flash_64(Dtype dt, const SdpaParams& p, cudaStream_t s);
 void run_flash_128(Dtype dt, const SdpaParams& p, cudaStream_t s);
 void run_flash_256(Dtype dt, const SdpaParams& p, cudaStream_t s);
 void run_flash_512(Dtype dt, const SdpaParams& p, cudaStream_t s);
-void run_decode_64(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s);
-void run_decode_128(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s);
-void run_decode_256(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s);
-void run_decode_512(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s);
+void run_decode_64(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters,
+                    cudaStream_t s);
+int decode_blocks_per_sm_64(Dtype dt);
+void run_decode_128(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters,
+                    cudaStream_t s);
+int decode_blocks_per_sm_128(Dtype dt);
+void run_decode_256(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters,
+                    cudaStream_t s);
+int decode_blocks_per_sm_256(Dtype dt);
+void run_decode_512(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters,
+                    cudaStream_t s);
+int decode_blocks_per_sm_512(Dtype dt);
 
 }  // namespace tern::cuda

@@ -183,7 +183,12 @@ bool flash_eligible(Dtype dt, const SdpaParams& p);
 // Tensor-core prefill (flash_eligible problems).
 void launch_sdpa_flash(Dtype dt, const SdpaParams& p, cudaStream_t s);
 // Tensor-core flash-decoding (flash_eligible problems with (Hq / Hkv) * Lq <= 16): one block per
-// (key split, kv head, batch row); workspace as for launch_sdpa_rows when n_splits > 1.
-void launch_sdpa_decode(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s);
+// (key split, kv head, batch row); workspace as for launch_sdpa_rows when n_splits > 1 (n_splits <= 64).
+// counters: B * Hkv device counters at zero (left at zero), with which the last split of each kv head
+// to finish merges the partials; nullptr: a separate combine launch merges them.
+void launch_sdpa_decode(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters,
+                        cudaStream_t s);
+// How many flash-decoding blocks of this problem's head dim and dtype one SM holds at once.
+int sdpa_decode_blocks_per_sm(Dtype dt, const SdpaParams& p);
 
 }  // namespace tern::cuda

@@ -7,12 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <initializer_list>
-#include <mutex>
 
 #include "tern/backend/cuda/launch.h"
 #include "tern/backend/cuda/layout.h"
-#include "tern/backend/cuda/runtime/allocator.h"
-#include "tern/backend/cuda/runtime/check.h"
 #include "tern/backend/cuda/runtime/context.h"
 #include "tern/ops/elementwise.h"
 #include "tern/ops/index.h"
@@ -78,12 +75,12 @@ void run_sorted(const Tensor& x, const Tensor& experts, const Tensor& weights, c
                      out.dtype() == Dtype::bf16, stream());
 }
 
-// TERN_CUDA_MOE_GROUPED=1: batches of kDecodeTokens < T <= kGroupedTokens take the grouped products
-// (launch_moe_grouped: no host sync, so a compiled decode captures them). Off by default until it has
-// passed the CUDA suite on a GPU.
+// Batches of kDecodeTokens < T <= kGroupedTokens take the grouped products (launch_moe_grouped: no host
+// sync, so a compiled decode captures them); TERN_CUDA_MOE_GROUPED=0 sends them to cuBLASLt per expert
+// instead, for comparison.
 bool grouped_enabled() {
   const char* v = std::getenv("TERN_CUDA_MOE_GROUPED");
-  return v && std::strcmp(v, "1") == 0;
+  return !(v && std::strcmp(v, "0") == 0);
 }
 
 bool run_grouped(const Tensor& x, const Tensor& experts, const Tensor& weights, const Tensor& gate_up,
@@ -105,22 +102,6 @@ bool run_grouped(const Tensor& x, const Tensor& experts, const Tensor& weights, 
                             out.dtype() == Dtype::bf16, stream());
 }
 
-// A zeroed device counter for the kernels that let their last block finish the work (they reset it).
-// One is enough: every launch goes to the one engine stream, so two never overlap. Created outside
-// graph capture (nullptr while none exists and the stream is capturing).
-unsigned* block_counter() {
-  static std::mutex mu;
-  static unsigned* counter = nullptr;
-  std::lock_guard<std::mutex> lock(mu);
-  if (!counter && !is_capturing()) {
-    void* p = device_alloc(sizeof(unsigned));
-    TERN_CUDA_CHECK(cudaMemsetAsync(p, 0, sizeof(unsigned), stream()));
-    TERN_CUDA_CHECK(cudaStreamSynchronize(stream()));
-    counter = static_cast<unsigned*>(p);
-  }
-  return counter;
-}
-
 }  // namespace
 
 void moe_experts(const Tensor& x, const Tensor& experts, const Tensor& weights, const Tensor& gate_up,
@@ -134,8 +115,6 @@ void moe_experts(const Tensor& x, const Tensor& experts, const Tensor& weights, 
 
 bool moe_norm_route(const Tensor& x2d, const Tensor& delta2d, const Tensor& weight, float eps, const Tensor& router,
                     int64_t k, bool renormalize, ops::MoeNormRoute& r) {
-  unsigned* done = block_counter();
-  if (!done) return false;
   const int64_t M = x2d.size(0), H = x2d.size(1), E = router.size(0);
   const Device dev = x2d.device();
   r.sum = delta2d.defined() ? Tensor::empty({M, H}, Dtype::bf16, dev) : x2d;
@@ -146,7 +125,7 @@ bool moe_norm_route(const Tensor& x2d, const Tensor& delta2d, const Tensor& weig
   return launch_moe_norm_route(
       x2d.data_ptr(), delta2d.defined() ? delta2d.data_ptr() : nullptr, delta2d.defined() ? r.sum.data_ptr() : nullptr,
       weight.defined() ? weight.data_ptr() : nullptr, eps, router.data_ptr(), M, E, H, r.normed.data_ptr(),
-      logits.data<float>(), k, renormalize, r.weights.data<float>(), r.experts.data<int32_t>(), done, stream());
+      logits.data<float>(), k, renormalize, r.weights.data<float>(), r.experts.data<int32_t>(), zeroed_counters(), stream());
 }
 
 void moe_route(const Tensor& logits, int64_t k, bool renormalize, Tensor& weights, Tensor& experts) {

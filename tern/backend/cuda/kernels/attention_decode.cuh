@@ -23,6 +23,7 @@ struct DecodeArgs {
   int64_t q_offset, window;
   const int32_t* kv_len;
   int n_splits;
+  unsigned* counters;  // [B * Hkv] at zero, or nullptr: the last split of a kv head merges the partials
 };
 
 // Copies `rows` rows (HD elements, row stride `stride`) into smem rows of HD + 8 using one warp; rows
@@ -217,6 +218,51 @@ __device__ __forceinline__ void decode_merge(float* scratch, int R, const float 
   }
 }
 
+// The last split of a kv head to finish merges the n_splits partials of the block's R output rows
+// [row0, row0 + R) (rows_total rows of HDV + 2 floats per split; other blocks wrote them, so they are
+// read from L2) into out (rows at a stride of os). scratch: >= 64 * 16 floats.
+template <typename T, int HDV>
+__device__ __forceinline__ void merge_split_partials(const float* partial, int n_splits, int64_t rows_total,
+                                                     int64_t row0, int R, float* scratch, T* out, int64_t os) {
+  float* w = scratch;  // [split][16]: first the split's max, then its weight in the merged sum
+  float* l = w + 64 * 16;
+  for (int idx = threadIdx.x; idx < n_splits * R; idx += blockDim.x) {
+    const int s = idx / R, r = idx % R;
+    const float* pp = partial + (s * rows_total + row0 + r) * (HDV + 2);
+    w[s * 16 + r] = __ldcg(pp + HDV);
+    l[s * 16 + r] = __ldcg(pp + HDV + 1);
+  }
+  __syncthreads();
+  if (threadIdx.x < R) {
+    const int r = threadIdx.x;
+    float M = -INFINITY, L = 0.0f;
+    for (int s = 0; s < n_splits; ++s) M = fmaxf(M, w[s * 16 + r]);
+    for (int s = 0; s < n_splits; ++s) {
+      const float f = w[s * 16 + r] == -INFINITY ? 0.0f : expf(w[s * 16 + r] - M);
+      w[s * 16 + r] = f;
+      L += l[s * 16 + r] * f;
+    }
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (int s = 0; s < n_splits; ++s) w[s * 16 + r] *= inv;
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < R * (HDV / 2); idx += blockDim.x) {  // float2: rows of HDV + 2 are 8-byte aligned
+    const int r = idx / (HDV / 2), d = (idx % (HDV / 2)) * 2;
+    const float* pp = partial + (row0 + r) * (HDV + 2) + d;
+    float2 acc = make_float2(0.0f, 0.0f);
+#pragma unroll 8
+    for (int s = 0; s < n_splits; ++s) {
+      const float2 v = __ldcg(reinterpret_cast<const float2*>(pp + s * rows_total * (HDV + 2)));
+      const float f = w[s * 16 + r];
+      acc.x += f * v.x;
+      acc.y += f * v.y;
+    }
+    T* o = out + (row0 + r) * os + d;
+    o[0] = from_f32<T>(acc.x);
+    o[1] = from_f32<T>(acc.y);
+  }
+}
+
 // STAGES 2: each warp's next K/V tile is in flight (cp.async) while the current one is read; 1: loaded
 // synchronously (for wide heads, whose double buffers would cost occupancy).
 template <typename T, int HD, int BN, int STAGES, int HDV = HD>
@@ -322,6 +368,20 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
       store_partial<HDV>(a.partial + (split * rows_total + row) * (HDV + 2), d, acc, M, L);
     }
   });
+  if (a.n_splits == 1 || !a.counters) return;
+  __shared__ bool last;
+  __threadfence();  // this block's partial, before it counts itself done
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned* c = a.counters + b * a.Hkv + hk;
+    last = atomicAdd(c, 1u) == static_cast<unsigned>(a.n_splits - 1);
+    if (last) *c = 0u;  // every split has counted: ready for the next launch
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  merge_split_partials<T, HDV>(a.partial, a.n_splits, rows_total, (b * a.Hq + hk * G) * a.Lq, R, scratch,
+                               static_cast<T*>(a.out), a.os);
 }
 
 }  // namespace tern::cuda::kernels

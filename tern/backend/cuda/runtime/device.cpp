@@ -37,6 +37,7 @@ struct Context {
   cudaStream_t stream = nullptr;
   cudaDeviceProp props{};
   std::unordered_map<std::string, void*> constants;
+  unsigned* counters = nullptr;
 };
 
 Context& context() {
@@ -112,6 +113,8 @@ const void* constant_buffer(const void* host, size_t bytes) {
   return p;
 }
 
+unsigned* zeroed_counters() { return context().counters; }
+
 }  // namespace tern::cuda
 
 namespace tern {
@@ -155,6 +158,10 @@ void cuda_init() {
   TERN_CUDA_CHECK(cudaSetDevice(index));
   TERN_CUDA_CHECK(cudaGetDeviceProperties(&c.props, index));
   TERN_CUDA_CHECK(cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking));
+  void* counters = nullptr;
+  TERN_CUDA_CHECK(cudaMalloc(&counters, cuda::kCounters * sizeof(unsigned)));
+  TERN_CUDA_CHECK(cudaMemset(counters, 0, cuda::kCounters * sizeof(unsigned)));
+  c.counters = static_cast<unsigned*>(counters);
   c.device = index;
   static cuda::CudaRuntime runtime;
   register_device_runtime(DeviceKind::cuda, &runtime);
