@@ -101,11 +101,15 @@ void sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scal
              p.D, p.Dv, p.Lq, dtype_name(q.dtype()));
   const bool tensor_cores = flash_eligible(q.dtype(), p);
   if (tensor_cores && group_rows(p) <= 16) {
-    // Flash-decoding: blocks of (split, kv head, batch row), as many splits as fill the GPU in one wave
-    // (a second, nearly empty wave would double the time), each split keeping at least one 32-key tile
-    // per warp. TERN_CUDA_DECODE_SPLITS=N forces N splits (a tuning knob for benchmarks).
-    const int64_t resident = sdpa_decode_blocks_per_sm(q.dtype(), p) * device_props().multiProcessorCount;
-    int64_t want = std::max<int64_t>(1, resident / (p.B * p.Hkv));
+    // Flash-decoding: blocks of (split, kv head, batch row). Split counts measured on the H200 (bench
+    // --decode): a second, nearly empty wave of blocks costs up to 2x; past one block per SM, each
+    // further split's share of the merge costs more than its parallelism pays once there are more than
+    // about 16 (batch 1, 8 kv heads: 16 splits take 47.6 us at 32k keys, 49 take 57.7). So: at least one
+    // block per SM, up to 16 splits while they fit one wave, never more than one wave, and each split
+    // keeping at least one 32-key tile per warp. TERN_CUDA_DECODE_SPLITS=N forces N (for benchmarks).
+    const int64_t heads = p.B * p.Hkv, sms = device_props().multiProcessorCount;
+    const int64_t wave = std::max<int64_t>(1, sdpa_decode_blocks_per_sm(q.dtype(), p) * sms / heads);
+    int64_t want = std::min(wave, std::max(sms / heads, std::min<int64_t>(wave, 16)));
     if (const char* e = std::getenv("TERN_CUDA_DECODE_SPLITS")) want = std::max(1, std::atoi(e));
     const int splits = static_cast<int>(std::clamp<int64_t>(std::min(want, p.Lk / 128), 1, 64));
     Tensor workspace;
@@ -113,7 +117,7 @@ void sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scal
     // The last split of each kv head merges the partials itself, unless TERN_CUDA_DECODE_COMBINE=launch.
     unsigned* counters = nullptr;
     const char* combine = std::getenv("TERN_CUDA_DECODE_COMBINE");
-    if (splits > 1 && p.B * p.Hkv <= kCounters && !(combine && std::string(combine) == "launch"))
+    if (splits > 1 && heads <= kCounters && !(combine && std::string(combine) == "launch"))
       counters = zeroed_counters();
     launch_sdpa_decode(q.dtype(), p, splits, splits > 1 ? workspace.data<float>() : nullptr, counters, stream());
     return;
