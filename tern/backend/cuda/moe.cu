@@ -1,7 +1,5 @@
 // Launchers of the mixture-of-experts kernels: the grouped decode GEMVs, the counting sort by expert and
 // the weighted combine of the prefill path.
-#include <cstdlib>
-#include <cstring>
 #include <initializer_list>
 #include <type_traits>
 
@@ -41,21 +39,12 @@ bool launch_moe_decode(const void* x, const int32_t* experts, const float* weigh
   } else {
     gate_up_with(std::integral_constant<int, 4>{});
   }
-  // Four outputs per block (kernels::moe_down_kernel's R); TERN_CUDA_MOE_DOWN_ROWS=1 takes one, for comparison.
-  const char* rows_env = std::getenv("TERN_CUDA_MOE_DOWN_ROWS");
-  const bool one_row = rows_env && std::strcmp(rows_env, "1") == 0;
+  const dim3 down_grid(static_cast<unsigned>(H), static_cast<unsigned>(T));
   const auto* dn = static_cast<const __nv_bfloat16*>(down);
   auto down_with = [&](auto u, auto* o) {
     constexpr int U = decltype(u)::value;
-    using O = std::remove_pointer_t<decltype(o)>;
-    if (one_row) {
-      launch_kernel(kernels::moe_down_kernel<U, O, 1>, dim3(static_cast<unsigned>(H), static_cast<unsigned>(T)),
-                    kernels::kMoeWarps * 32, 0, s, h, experts, weights, k, dn, E, H, I, o);
-    } else {
-      launch_kernel(kernels::moe_down_kernel<U, O, 4>,
-                    dim3(static_cast<unsigned>((H + 3) / 4), static_cast<unsigned>(T)), kernels::kMoeWarps * 32, 0, s,
-                    h, experts, weights, k, dn, E, H, I, o);
-    }
+    launch_kernel(kernels::moe_down_kernel<U, std::remove_pointer_t<decltype(o)>>, down_grid, kernels::kMoeWarps * 32,
+                  0, s, h, experts, weights, k, dn, E, H, I, o);
   };
   auto down_into = [&](auto* o) {
     if (kernels::gemv_depth(I, 1) == 8) {

@@ -48,44 +48,34 @@ __global__ void __launch_bounds__(kMoeWarps * 32)
   }
 }
 
-// out[t, n] = sum_j weights[t, j] * (down_e[n] . h[t * k + j]) with e = experts[t, j]; grid
-// (ceil(H / R), T), kMoeWarps warps: warp w takes slots w, w + kMoeWarps, ..., so a token's k expert
-// rows are read at once rather than one after another, and the block sums the warps' terms in a fixed
-// order (no atomics). Each warp takes R consecutive outputs n, so its slot's hidden row (f32, read
-// through L1) is fetched from L2 once per R weight rows. down [E, H, I] bf16, h [T * k, I] f32, out
-// [T, H] of O (f32 or bf16, rounded once). Slots with an expert id outside [0, E) are skipped.
-template <int U, typename O, int R>
+// out[t, n] = sum_j weights[t, j] * (down_e[n] . h[t * k + j]) with e = experts[t, j]; grid (H, T),
+// kMoeWarps warps: warp w takes slots w, w + kMoeWarps, ..., so a token's k expert rows are read at once
+// rather than one after another, and the block sums the warps' terms in a fixed order (no atomics).
+// down [E, H, I] bf16, h [T * k, I] f32, out [T, H] of O (f32 or bf16, rounded once). Slots with an
+// expert id outside [0, E) are skipped.
+template <int U, typename O>
 __global__ void __launch_bounds__(kMoeWarps * 32)
     moe_down_kernel(const float* __restrict__ h, const int32_t* __restrict__ experts, const float* __restrict__ weights,
                     int64_t k, const __nv_bfloat16* __restrict__ down, int64_t E, int64_t H, int64_t I,
                     O* __restrict__ out) {
   grid_dependency_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * R, t = blockIdx.y;
-  float acc[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  const int64_t n = blockIdx.x, t = blockIdx.y;
+  float acc = 0.0f;
   for (int64_t j = warp; j < k; j += kMoeWarps) {
     const int64_t p = t * k + j, e = experts[p];
     if (e < 0 || e >= E) continue;
-    const float wp = weights[p];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-      if (n0 + r < H) acc[r] += wp * lane_dot<U>(down + (e * H + n0 + r) * I, h + p * I, I, lane);
-    }
+    acc += weights[p] * lane_dot<U>(down + (e * H + n) * I, h + p * I, I, lane);
   }
-  __shared__ float part[kMoeWarps][R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    const float a = warp_sum(acc[r]);
-    if (lane == 0) part[warp][r] = a;
-  }
+  __shared__ float part[kMoeWarps];
+  acc = warp_sum(acc);
+  if (lane == 0) part[warp] = acc;
   __syncthreads();
-  if (threadIdx.x < R && n0 + threadIdx.x < H) {
+  if (threadIdx.x == 0) {
     float sum = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kMoeWarps; ++w) sum += part[w][threadIdx.x];
-    out[t * H + n0 + threadIdx.x] = from_f32<O>(sum);
+    for (int w = 0; w < kMoeWarps; ++w) sum += part[w];
+    out[t * H + n] = from_f32<O>(sum);
   }
 }
 
