@@ -1,12 +1,14 @@
 // CUDA op benchmarks: device copy bandwidth (the memory ceiling), cuBLASLt GEMM rate, the engine's hot
 // ops at Qwen3-8B / 0.6B shapes and the routed experts at Qwen3-30B-A3B shapes, each as median time,
 // achieved rate and % of ceiling.
-// usage: tern_cuda_bench [--quick | --kv | --gemv | --decode]
+// usage: tern_cuda_bench [--quick | --kv | --gemv | --decode | --kv-splits]
 //   --kv: the copy ceiling and the quantized-KV decode attention only
 //   --gemv: the copy ceiling and a batch-1 layer's four decode products in sequence, over enough layers'
 //           weights that none stays in L2 (the decode step's regime), at Qwen3-8B and 0.6B shapes
 //   --decode: the copy ceiling and bf16 flash-decoding at Qwen3-8B heads over key-split counts, with
 //             the splits merged by the last block and by a separate combine launch
+//   --kv-splits: the copy ceiling and decode attention over quantized KV at Qwen3-8B heads over key-split
+//                counts, beside bf16
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -89,6 +91,7 @@ int main(int argc, char** argv) {
   const bool kv_only = argc > 1 && !std::strcmp(argv[1], "--kv");
   const bool gemv_only = argc > 1 && !std::strcmp(argv[1], "--gemv");
   const bool decode_only = argc > 1 && !std::strcmp(argv[1], "--decode");
+  const bool kv_splits = argc > 1 && !std::strcmp(argv[1], "--kv-splits");
   if (!cuda_available()) {
     std::printf("no CUDA device: %s\n", cuda_status().c_str());
     return 0;
@@ -126,6 +129,45 @@ int main(int argc, char** argv) {
           unsetenv("TERN_CUDA_DECODE_SPLITS");
         }
         unsetenv("TERN_CUDA_DECODE_COMBINE");
+      }
+    }
+    return 0;
+  }
+  if (kv_splits) {  // decode attention over quantized KV at Qwen3-8B heads: split counts, beside bf16
+    std::printf("\n-- quantized-KV decode (32 q, 8 kv heads, dim 128): splits --\n");
+    struct Scheme {
+      const char* name;
+      ops::KVRowCodec k, v;
+    };
+    const int64_t D = 128;
+    const Scheme schemes[] = {
+        {"turbo k8v3", {ops::KVRowCodec::turbo_key, 8, 32, D}, {ops::KVRowCodec::turbo_value, 3, 32, D}},
+        {"turbo:k8v4", {ops::KVRowCodec::turbo_key, 8, 32, D}, {ops::KVRowCodec::turbo_value, 4, 32, D}},
+        {"affine8", {ops::KVRowCodec::affine, 8, 64, D}, {ops::KVRowCodec::affine, 8, 64, D}}};
+    char name[128];
+    for (int64_t B : {int64_t(1), int64_t(8)}) {
+      for (int64_t Lk : {int64_t(4096), int64_t(32768)}) {
+        Tensor q = randn_gpu({B, 32, 1, D}, Dtype::bf16, 30);
+        Tensor k = randn_gpu({B, 8, Lk, D}, Dtype::bf16, 31), v = randn_gpu({B, 8, Lk, D}, Dtype::bf16, 32);
+        ops::AttentionMask m;
+        m.q_offset = Lk - 1;
+        std::snprintf(name, sizeof name, "B=%lld Lk=%lld bf16 (sdpa)", (long long)B, (long long)Lk);
+        row(name, time_it([&] { ops::sdpa(q, k, v, 0.088f, m); }), 2.0 * k.nbytes() + q.nbytes() * 2, 0);
+        for (const Scheme& sc : schemes) {
+          Tensor kr = Tensor::empty({Lk, B, 8, sc.k.row_bytes()}, Dtype::u8, kGpu);
+          Tensor vr = Tensor::empty({Lk, B, 8, sc.v.row_bytes()}, Dtype::u8, kGpu);
+          ops::kv_encode(k, sc.k, kr);
+          ops::kv_encode(v, sc.v, vr);
+          const double bytes = kr.nbytes() + vr.nbytes() + q.nbytes() * 2.0;
+          for (int splits : {0, 8, 12, 16, 24, 32, 48, 64, 96}) {
+            if (splits) setenv("TERN_CUDA_KV_SPLITS", std::to_string(splits).c_str(), 1);
+            std::snprintf(name, sizeof name, "B=%lld Lk=%lld %s splits=%s", (long long)B, (long long)Lk, sc.name,
+                          splits ? std::to_string(splits).c_str() : "auto");
+            row(name, time_it([&] { ops::kv_decode_attention(q, kr, sc.k, vr, sc.v, Tensor(), Tensor(), 0.088f); }),
+                bytes, 0);
+            unsetenv("TERN_CUDA_KV_SPLITS");
+          }
+        }
       }
     }
     return 0;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <string>
 #include <vector>
@@ -169,6 +170,31 @@ TEST_F(CudaKVQuant, DecodeAttentionMatchesCpu) {
               EXPECT_LE(nmse(want, got32), 1e-9) << "f32, B " << B << " S " << S << " D " << D;
             }
           }
+}
+
+// The split-K decode at forced split counts (TERN_CUDA_KV_SPLITS), which the benchmarks sweep: every
+// count gives the CPU result.
+TEST_F(CudaKVQuant, DecodeAttentionAtForcedSplitCounts) {
+  const int64_t B = 2, Hkv = 2, Hq = 8, S = 4097, D = 128;
+  uint32_t seed = 900;
+  for (const char* splits : {"1", "2", "16", "64", "256"}) {
+    ASSERT_EQ(setenv("TERN_CUDA_KV_SPLITS", splits, 1), 0);
+    for (int vbits : {3, 4}) {
+      const bool affine = vbits == 4;
+      const KVRowCodec kc{affine ? KVRowCodec::affine : KVRowCodec::turbo_key, affine ? 4 : 8, 32, D};
+      const KVRowCodec vc{affine ? KVRowCodec::affine : KVRowCodec::turbo_value, vbits, 32, D};
+      Tensor k = randn({B, Hkv, S, D}, ++seed), v = randn({B, Hkv, S, D}, ++seed);
+      Tensor kr = Tensor::empty({S, B, Hkv, kc.row_bytes()}, Dtype::u8);
+      Tensor vr = Tensor::empty({S, B, Hkv, vc.row_bytes()}, Dtype::u8);
+      ops::kv_encode(k, kc, kr);
+      ops::kv_encode(v, vc, vr);
+      Tensor q = ops::cast(randn({B, Hq, 1, D}, ++seed), Dtype::bf16);
+      Tensor want = ops::kv_decode_attention(ops::cast(q, Dtype::f32), kr, kc, vr, vc, Tensor(), Tensor(), 0.088f);
+      Tensor got = ops::kv_decode_attention(q.to(kGpu), kr.to(kGpu), kc, vr.to(kGpu), vc, Tensor(), Tensor(), 0.088f);
+      EXPECT_LE(nmse(want, got), 1e-4) << "splits " << splits << " value bits " << vbits;
+    }
+  }
+  ASSERT_EQ(unsetenv("TERN_CUDA_KV_SPLITS"), 0);
 }
 
 // One cache on each device: prefill P positions, a 7-position window over the quantized prefix (decode

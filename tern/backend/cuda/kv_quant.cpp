@@ -3,8 +3,9 @@
 #include "tern/ops/kv_quant.h"
 
 #include <algorithm>
-#include <cstdint>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
 
 #include "tern/backend/cuda/kv_quant_launch.h"
 #include "tern/backend/cuda/layout.h"
@@ -95,14 +96,16 @@ void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KV
   p.vc = codec_args(value_codec);
   // One wave: the tensor-core read fills the SMs' block slots without starting a second, partial wave
   // (its occupancy decides); the CUDA-core read aims at about three blocks per SM. Every split keeps
-  // >= 64 keys (16 per warp) and none is empty.
+  // >= 64 keys (16 per warp) and none is empty. TERN_CUDA_KV_SPLITS=N asks for N splits (within those
+  // limits), a tuning knob for benchmarks.
   const int64_t n_keys = p.S + (p.k_new ? 1 : 0);
   const int64_t sms = device_props().multiProcessorCount;
   const bool mma = kv_mma_attention_supported(q.dtype(), p);
   const int64_t heads = mma ? p.Hq / p.Hkv : kv_attention_heads_per_block(D), G = p.Hq / p.Hkv;
   const int64_t blocks = p.B * p.Hkv * ((G + heads - 1) / heads);
-  const int64_t want =
+  int64_t want =
       mma ? std::max<int64_t>(1, sms * kv_mma_blocks_per_sm(p) / blocks) : (3 * sms + blocks - 1) / blocks;
+  if (const char* e = std::getenv("TERN_CUDA_KV_SPLITS")) want = std::max(1, std::atoi(e));  // for benchmarks
   const int64_t n = std::max<int64_t>(1, std::min<int64_t>({want, (n_keys + 63) / 64, 256}));
   int64_t chunk = std::max<int64_t>(1, (n_keys + n - 1) / n);
   if (mma) chunk = (chunk + kKVMmaTileKeys - 1) / kKVMmaTileKeys * kKVMmaTileKeys;  // whole staged tiles
