@@ -123,6 +123,13 @@ TEST_F(CudaKVQuant, DecodeMatchesCpu) {
   }
 }
 
+// t [B, H, S, D] as packed rows [S, B, H, row bytes], encoded on the CPU.
+Tensor packed_rows(const Tensor& t, const KVRowCodec& c) {
+  Tensor rows = Tensor::empty({t.size(2), t.size(0), t.size(1), c.row_bytes()}, Dtype::u8);
+  ops::kv_encode(t, c, rows);
+  return rows;
+}
+
 TEST_F(CudaKVQuant, DecodeAttentionMatchesCpu) {
   struct Scheme { KVRowCodec::Kind kk, vk; int kbits, vbits; int64_t group; };
   const Scheme schemes[] = {{KVRowCodec::affine, KVRowCodec::affine, 8, 8, 64},
@@ -142,11 +149,8 @@ TEST_F(CudaKVQuant, DecodeAttentionMatchesCpu) {
             const int64_t Hkv = 2, Hq = Hkv * groups;
             const KVRowCodec kc{sc.kk, sc.kbits, sc.kk == KVRowCodec::affine ? sc.group : 32, D};
             const KVRowCodec vc{sc.vk, sc.vbits, sc.vk == KVRowCodec::affine ? sc.group : 32, D};
-            Tensor k = randn({B, Hkv, S, D}, ++seed), v = randn({B, Hkv, S, D}, ++seed);
-            Tensor kr = Tensor::empty({S, B, Hkv, kc.row_bytes()}, Dtype::u8);
-            Tensor vr = Tensor::empty({S, B, Hkv, vc.row_bytes()}, Dtype::u8);
-            ops::kv_encode(k, kc, kr);
-            ops::kv_encode(v, vc, vr);
+            Tensor kr = packed_rows(randn({B, Hkv, S, D}, ++seed), kc);
+            Tensor vr = packed_rows(randn({B, Hkv, S, D}, ++seed), vc);
             Tensor q = ops::cast(randn({B, Hq, 1, D}, ++seed), Dtype::bf16);
             Tensor kn = ops::cast(randn({B, Hkv, 1, D}, ++seed), Dtype::bf16);
             Tensor vn = ops::cast(randn({B, Hkv, 1, D}, ++seed), Dtype::bf16);
@@ -183,11 +187,8 @@ TEST_F(CudaKVQuant, DecodeAttentionAtForcedSplitCounts) {
       const bool affine = vbits == 4;
       const KVRowCodec kc{affine ? KVRowCodec::affine : KVRowCodec::turbo_key, affine ? 4 : 8, 32, D};
       const KVRowCodec vc{affine ? KVRowCodec::affine : KVRowCodec::turbo_value, vbits, 32, D};
-      Tensor k = randn({B, Hkv, S, D}, ++seed), v = randn({B, Hkv, S, D}, ++seed);
-      Tensor kr = Tensor::empty({S, B, Hkv, kc.row_bytes()}, Dtype::u8);
-      Tensor vr = Tensor::empty({S, B, Hkv, vc.row_bytes()}, Dtype::u8);
-      ops::kv_encode(k, kc, kr);
-      ops::kv_encode(v, vc, vr);
+      Tensor kr = packed_rows(randn({B, Hkv, S, D}, ++seed), kc);
+      Tensor vr = packed_rows(randn({B, Hkv, S, D}, ++seed), vc);
       Tensor q = ops::cast(randn({B, Hq, 1, D}, ++seed), Dtype::bf16);
       Tensor want = ops::kv_decode_attention(ops::cast(q, Dtype::f32), kr, kc, vr, vc, Tensor(), Tensor(), 0.088f);
       Tensor got = ops::kv_decode_attention(q.to(kGpu), kr.to(kGpu), kc, vr.to(kGpu), vc, Tensor(), Tensor(), 0.088f);

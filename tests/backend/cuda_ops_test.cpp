@@ -548,7 +548,8 @@ TEST_F(CudaOps, SdpaDecodeMergesSplitsInTheLastBlock) {
   }
   ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_COMBINE"), 0);
   Tensor q = randn({1, 32, 1, 128}, Dtype::bf16, 800).to(kGpu);
-  Tensor k = randn({1, 8, 4096, 128}, Dtype::bf16, 801).to(kGpu), v = randn({1, 8, 4096, 128}, Dtype::bf16, 802).to(kGpu);
+  Tensor k = randn({1, 8, 4096, 128}, Dtype::bf16, 801).to(kGpu),
+         v = randn({1, 8, 4096, 128}, Dtype::bf16, 802).to(kGpu);
   ops::AttentionMask m;
   m.q_offset = 4095;
   const std::vector<float> first = ops::sdpa(q, k, v, 0.088f, m).to(Device::cpu()).to_f32_vector();

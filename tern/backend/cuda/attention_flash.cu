@@ -35,19 +35,31 @@ void launch_sdpa_flash(Dtype dt, const SdpaParams& p, cudaStream_t s) {
 void launch_sdpa_decode(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters,
                         cudaStream_t s) {
   switch (p.D) {
-    case 64: run_decode_64(dt, p, n_splits, workspace, counters, s); break;
-    case 128: run_decode_128(dt, p, n_splits, workspace, counters, s); break;
-    case 256: run_decode_256(dt, p, n_splits, workspace, counters, s); break;
-    default: run_decode_512(dt, p, n_splits, workspace, counters, s); break;
+    case 64:
+      run_decode_64(dt, p, n_splits, workspace, counters, s);
+      break;
+    case 128:
+      run_decode_128(dt, p, n_splits, workspace, counters, s);
+      break;
+    case 256:
+      run_decode_256(dt, p, n_splits, workspace, counters, s);
+      break;
+    default:
+      run_decode_512(dt, p, n_splits, workspace, counters, s);
+      break;
   }
 }
 
 int sdpa_decode_blocks_per_sm(Dtype dt, const SdpaParams& p) {
   switch (p.D) {
-    case 64: return decode_blocks_per_sm_64(dt);
-    case 128: return decode_blocks_per_sm_128(dt);
-    case 256: return decode_blocks_per_sm_256(dt);
-    default: return decode_blocks_per_sm_512(dt);
+    case 64:
+      return decode_blocks_per_sm_64(dt);
+    case 128:
+      return decode_blocks_per_sm_128(dt);
+    case 256:
+      return decode_blocks_per_sm_256(dt);
+    default:
+      return decode_blocks_per_sm_512(dt);
   }
 }
 

@@ -5,8 +5,7 @@ namespace tern::cuda {
 
 void run_flash_256(Dtype dt, const SdpaParams& p, cudaStream_t s) { run_flash<256, 32>(dt, p, s); }
 
-void run_decode_256(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters,
-                    cudaStream_t s) {
+void run_decode_256(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters, cudaStream_t s) {
   run_decode<256, 16, 1>(dt, p, n_splits, workspace, counters, s);
 }
 

@@ -7,8 +7,7 @@ namespace tern::cuda {
 
 void run_flash_512(Dtype dt, const SdpaParams& p, cudaStream_t s) { run_flash<512, 32, 256>(dt, p, s); }
 
-void run_decode_512(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters,
-                    cudaStream_t s) {
+void run_decode_512(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters, cudaStream_t s) {
   run_decode<512, 16, 1, 256>(dt, p, n_splits, workspace, counters, s);
 }
 

@@ -5,8 +5,7 @@ namespace tern::cuda {
 
 void run_flash_64(Dtype dt, const SdpaParams& p, cudaStream_t s) { run_flash<64, 64>(dt, p, s); }
 
-void run_decode_64(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters,
-                    cudaStream_t s) {
+void run_decode_64(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters, cudaStream_t s) {
   run_decode<64, 16, 2>(dt, p, n_splits, workspace, counters, s);
 }
 

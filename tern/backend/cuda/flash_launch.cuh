@@ -63,7 +63,8 @@ struct DecodeKernel {
   // The kernel's shared-memory limit, set once; returns how many of its blocks one SM holds.
   static int blocks_per_sm() {
     static const int n = [] {
-      TERN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      TERN_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
       int blocks = 0;
       TERN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kernels::kFlashWarps * 32, smem));
       return blocks;
@@ -124,17 +125,13 @@ void run_flash_64(Dtype dt, const SdpaParams& p, cudaStream_t s);
 void run_flash_128(Dtype dt, const SdpaParams& p, cudaStream_t s);
 void run_flash_256(Dtype dt, const SdpaParams& p, cudaStream_t s);
 void run_flash_512(Dtype dt, const SdpaParams& p, cudaStream_t s);
-void run_decode_64(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters,
-                    cudaStream_t s);
+void run_decode_64(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters, cudaStream_t s);
 int decode_blocks_per_sm_64(Dtype dt);
-void run_decode_128(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters,
-                    cudaStream_t s);
+void run_decode_128(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters, cudaStream_t s);
 int decode_blocks_per_sm_128(Dtype dt);
-void run_decode_256(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters,
-                    cudaStream_t s);
+void run_decode_256(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters, cudaStream_t s);
 int decode_blocks_per_sm_256(Dtype dt);
-void run_decode_512(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters,
-                    cudaStream_t s);
+void run_decode_512(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters, cudaStream_t s);
 int decode_blocks_per_sm_512(Dtype dt);
 
 }  // namespace tern::cuda

@@ -122,10 +122,11 @@ bool moe_norm_route(const Tensor& x2d, const Tensor& delta2d, const Tensor& weig
   r.weights = Tensor::empty({M, k}, Dtype::f32, dev);
   r.experts = Tensor::empty({M, k}, Dtype::i32, dev);
   Tensor logits = Tensor::empty({M, E}, Dtype::f32, dev);
-  return launch_moe_norm_route(
-      x2d.data_ptr(), delta2d.defined() ? delta2d.data_ptr() : nullptr, delta2d.defined() ? r.sum.data_ptr() : nullptr,
-      weight.defined() ? weight.data_ptr() : nullptr, eps, router.data_ptr(), M, E, H, r.normed.data_ptr(),
-      logits.data<float>(), k, renormalize, r.weights.data<float>(), r.experts.data<int32_t>(), zeroed_counters(), stream());
+  return launch_moe_norm_route(x2d.data_ptr(), delta2d.defined() ? delta2d.data_ptr() : nullptr,
+                               delta2d.defined() ? r.sum.data_ptr() : nullptr,
+                               weight.defined() ? weight.data_ptr() : nullptr, eps, router.data_ptr(), M, E, H,
+                               r.normed.data_ptr(), logits.data<float>(), k, renormalize, r.weights.data<float>(),
+                               r.experts.data<int32_t>(), zeroed_counters(), stream());
 }
 
 void moe_route(const Tensor& logits, int64_t k, bool renormalize, Tensor& weights, Tensor& experts) {
