@@ -1,14 +1,13 @@
 // test-backend-ops for CUDA: every op of the foundation on the GPU against the CPU result over random
-// shapes, strides and dtypes (NMSE <= 1e-7 in f32, <= 1e-4 in bf16). Skips cleanly without a GPU.
+// shapes, strides and dtypes (NMSE <= 1e-7 in f32, <= 1e-4 in bf16). Attention is in cuda_attention_test.cpp. Skips
+// cleanly without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <random>
 #include <vector>
 
 #include "tern/backend/cuda/runtime/allocator.h"
-#include "tern/ops/attention.h"
 #include "tern/ops/device.h"
 #include "tern/ops/elementwise.h"
 #include "tern/ops/gated_linear.h"
@@ -456,132 +455,6 @@ TEST_F(CudaOps, Linear) {
   // f32 activations with bf16 weights (resident weights): computed in bf16 on the GPU.
   Tensor x = randn({5, 128}, Dtype::f32, 43), w = randn({256, 128}, Dtype::bf16, 44);
   EXPECT_CLOSE(ops::linear(x, w), ops::linear(x.to(kGpu), w.to(kGpu)), Dtype::bf16);
-}
-
-struct AttnCase {
-  int64_t B, Hq, Hkv, Lq, Lk, D;
-  bool causal;
-  int64_t q_offset, window;
-  bool kv_len, bias;
-  float softcap;
-};
-
-void check_sdpa(const AttnCase& c, Dtype dt, uint32_t seed) {
-  Tensor q = randn({c.B, c.Hq, c.Lq, c.D}, dt, seed);
-  // k and v are views into a longer cache buffer, as a KV cache hands them out.
-  Tensor kbuf = randn({c.B, c.Hkv, c.Lk + 8, c.D}, dt, seed + 1), vbuf = randn({c.B, c.Hkv, c.Lk + 8, c.D}, dt, seed + 2);
-  Tensor k = kbuf.narrow(2, 0, c.Lk), v = vbuf.narrow(2, 0, c.Lk);
-  ops::AttentionMask m;
-  m.causal = c.causal;
-  m.q_offset = c.q_offset;
-  m.window = c.window;
-  ops::AttentionMask mg = m;
-  if (c.kv_len) {
-    std::vector<int32_t> lens(c.B);
-    for (int64_t b = 0; b < c.B; ++b) lens[b] = static_cast<int32_t>(c.Lk - 3 * b);
-    m.kv_len = Tensor::from_vector(lens, {c.B});
-    mg.kv_len = m.kv_len.to(kGpu);
-  }
-  if (c.bias) {
-    m.bias = randn({1, c.Hq, c.Lq, c.Lk}, Dtype::f32, seed + 3);
-    mg.bias = m.bias.to(kGpu);
-  }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(c.D));
-  Tensor ref = ops::sdpa(q, k, v, scale, m, c.softcap);
-  Tensor got = ops::sdpa(q.to(kGpu), kbuf.to(kGpu).narrow(2, 0, c.Lk), vbuf.to(kGpu).narrow(2, 0, c.Lk), scale, mg,
-                         c.softcap);
-  EXPECT_LE(nmse(ref, got), tol(dt)) << dtype_name(dt) << " B" << c.B << " Hq" << c.Hq << " Hkv" << c.Hkv << " Lq"
-                                     << c.Lq << " Lk" << c.Lk << " D" << c.D << " causal" << c.causal << " off"
-                                     << c.q_offset << " win" << c.window << " kvlen" << c.kv_len << " bias" << c.bias
-                                     << " cap" << c.softcap;
-}
-
-TEST_F(CudaOps, SdpaPrefill) {
-  const AttnCase cases[] = {
-      {1, 4, 4, 33, 33, 64, true, 0, 0, false, false, 0.0f},
-      {2, 8, 2, 70, 70, 128, true, 0, 0, false, false, 0.0f},
-      {2, 8, 2, 64, 100, 128, true, 36, 0, false, false, 0.0f},
-      {1, 4, 1, 80, 80, 128, true, 0, 16, false, false, 0.0f},
-      {2, 4, 2, 40, 50, 256, true, 10, 0, true, false, 30.0f},
-      {1, 2, 2, 17, 29, 64, false, 0, 0, false, true, 0.0f},
-      {1, 16, 8, 130, 130, 128, true, 0, 0, false, false, 0.0f},
-      {1, 4, 2, 5, 9, 96, true, 4, 0, false, false, 0.0f},
-  };
-  uint32_t seed = 100;
-  for (Dtype dt : kFloat) {
-    for (const auto& c : cases) check_sdpa(c, dt, seed += 10);
-  }
-}
-
-TEST_F(CudaOps, SdpaDecodeSplitK) {
-  const AttnCase cases[] = {
-      {1, 32, 8, 1, 4096, 128, true, 4095, 0, false, false, 0.0f},
-      {4, 8, 2, 1, 1500, 64, true, 1499, 0, true, false, 0.0f},
-      {2, 8, 4, 1, 3000, 256, true, 2999, 512, false, false, 50.0f},
-      {3, 4, 4, 2, 777, 128, true, 775, 0, false, false, 0.0f},
-      {2, 8, 2, 4, 600, 128, true, 590, 0, true, false, 0.0f},
-      {1, 16, 2, 2, 300, 64, true, 298, 100, false, false, 0.0f},
-      {1, 8, 8, 1, 40, 128, false, 0, 0, false, false, 0.0f},
-  };
-  uint32_t seed = 300;
-  for (Dtype dt : kFloat) {
-    for (const auto& c : cases) check_sdpa(c, dt, seed += 10);
-  }
-}
-
-// The split partials merged by the last split of each kv head (the default) and by a separate combine
-// launch, at forced split counts up to the 64 maximum; a repeated call gives the same bits, so the last
-// split left its counters at zero.
-TEST_F(CudaOps, SdpaDecodeMergesSplitsInTheLastBlock) {
-  const AttnCase cases[] = {
-      {1, 32, 8, 1, 8192, 128, true, 8191, 0, false, false, 0.0f},
-      {2, 8, 2, 3, 2000, 64, true, 1997, 0, true, false, 0.0f},
-      {1, 8, 2, 1, 3000, 512, true, 2999, 0, false, false, 0.0f},
-  };
-  uint32_t seed = 700;
-  for (const char* splits : {"2", "7", "64"}) {
-    ASSERT_EQ(setenv("TERN_CUDA_DECODE_SPLITS", splits, 1), 0);
-    for (const char* combine : {"last-block", "launch"}) {
-      ASSERT_EQ(setenv("TERN_CUDA_DECODE_COMBINE", combine, 1), 0);
-      for (const auto& c : cases) check_sdpa(c, Dtype::bf16, seed += 10);
-    }
-  }
-  ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_COMBINE"), 0);
-  Tensor q = randn({1, 32, 1, 128}, Dtype::bf16, 800).to(kGpu);
-  Tensor k = randn({1, 8, 4096, 128}, Dtype::bf16, 801).to(kGpu),
-         v = randn({1, 8, 4096, 128}, Dtype::bf16, 802).to(kGpu);
-  ops::AttentionMask m;
-  m.q_offset = 4095;
-  const std::vector<float> first = ops::sdpa(q, k, v, 0.088f, m).to(Device::cpu()).to_f32_vector();
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(ops::sdpa(q, k, v, 0.088f, m).to(Device::cpu()).to_f32_vector(), first) << "call " << i + 2;
-  }
-  ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_SPLITS"), 0);
-}
-
-// Heads wider than the kernels' 256 (Gemma 4's full layers: 512): bf16/f16 512-dim heads run the
-// tensor-core prefill and flash-decoding (scores over all 512 dims, values in two launches); f32, a
-// bias, other widths, or > 16 rows per kv head in < 16 queries go through ops::sdpa_split_heads (the
-// dims past 256 as an f32 score bias).
-TEST_F(CudaOps, SdpaWideHeads) {
-  const AttnCase cases[] = {
-      {1, 4, 2, 33, 33, 512, true, 0, 0, false, false, 0.0f},
-      {2, 8, 2, 130, 200, 512, true, 70, 0, true, false, 0.0f},
-      {1, 4, 1, 150, 150, 512, true, 0, 48, false, false, 0.0f},
-      {1, 2, 2, 20, 20, 512, true, 0, 0, false, true, 0.0f},
-      {1, 4, 2, 1, 40, 512, true, 39, 0, false, false, 0.0f},
-      {1, 8, 2, 1, 3000, 512, true, 2999, 0, false, false, 0.0f},
-      {2, 8, 2, 2, 1100, 512, true, 1098, 300, true, false, 0.0f},
-      {2, 8, 2, 5, 60, 512, true, 55, 16, true, false, 0.0f},
-      {1, 2, 2, 9, 9, 320, false, 0, 0, false, true, 0.0f},
-  };
-  uint32_t seed = 500;
-  for (Dtype dt : kFloat) {
-    for (const auto& c : cases) check_sdpa(c, dt, seed += 10);
-  }
-  // A soft cap needs the whole score: at 512 dims only the tensor-core kernel takes one.
-  check_sdpa({1, 2, 2, 64, 96, 512, false, 0, 0, false, false, 25.0f}, Dtype::bf16, seed += 10);
-  check_sdpa({1, 8, 2, 1, 2000, 512, true, 1999, 0, false, false, 25.0f}, Dtype::bf16, seed += 10);
 }
 
 TEST_F(CudaOps, NoCudaMallocInSteadyState) {
