@@ -6,7 +6,7 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <string>
+#include <cstring>
 
 #include "tern/backend/cuda/launch.h"
 #include "tern/backend/cuda/layout.h"
@@ -117,7 +117,7 @@ void sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scal
     // The last split of each kv head merges the partials itself, unless TERN_CUDA_DECODE_COMBINE=launch.
     unsigned* counters = nullptr;
     const char* combine = std::getenv("TERN_CUDA_DECODE_COMBINE");
-    if (splits > 1 && heads <= kCounters && !(combine && std::string(combine) == "launch"))
+    if (splits > 1 && heads <= kCounters && !(combine && std::strcmp(combine, "launch") == 0))
       counters = zeroed_counters();
     launch_sdpa_decode(q.dtype(), p, splits, splits > 1 ? workspace.data<float>() : nullptr, counters, stream());
     return;

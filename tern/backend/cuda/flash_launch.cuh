@@ -76,7 +76,7 @@ struct DecodeKernel {
 template <typename T, int HD, int BN, int STAGES, int HDV>
 void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, unsigned* counters, cudaStream_t s) {
   using K = DecodeKernel<T, HD, BN, STAGES, HDV>;
-  (void)K::blocks_per_sm();
+  (void)K::blocks_per_sm();  // sets the kernel's shared-memory limit on first use
   kernels::DecodeArgs a{};
   a.q = p.q;
   a.k = p.k;

@@ -220,7 +220,7 @@ __device__ __forceinline__ void decode_merge(float* scratch, int R, const float 
 
 // The last split of a kv head to finish merges the n_splits partials of the block's R output rows
 // [row0, row0 + R) (rows_total rows of HDV + 2 floats per split; other blocks wrote them, so they are
-// read from L2) into out (rows at a stride of os). scratch: >= 64 * 16 floats.
+// read from L2) into out (rows at a stride of os). scratch: >= 2 * 64 * 16 floats.
 template <typename T, int HDV>
 __device__ __forceinline__ void merge_split_partials(const float* partial, int n_splits, int64_t rows_total,
                                                      int64_t row0, int R, float* scratch, T* out, int64_t os) {
