@@ -84,6 +84,40 @@ void row(const char* name, double sec, double bytes, double flops) {
   std::printf("\n");
 }
 
+// A decode attention problem at Qwen3-8B heads (32 query, 8 kv heads, dim 128): one query per batch row
+// over Lk cached keys, and the bytes the bf16 read moves.
+struct DecodeCase {
+  Tensor q, k, v;
+  ops::AttentionMask m;
+  double bytes() const { return 2.0 * k.nbytes() + 2.0 * q.nbytes(); }
+};
+DecodeCase decode_case(int64_t B, int64_t Lk) {
+  DecodeCase c{randn_gpu({B, 32, 1, 128}, Dtype::bf16, 30),
+               randn_gpu({B, 8, Lk, 128}, Dtype::bf16, 31),
+               randn_gpu({B, 8, Lk, 128}, Dtype::bf16, 32),
+               {}};
+  c.m.q_offset = Lk - 1;
+  return c;
+}
+
+// The quantized storages of the caches at head dim 128; the last is the default TurboQuant (k8v3).
+struct KVScheme {
+  const char* name;
+  ops::KVRowCodec k, v;
+};
+const KVScheme kKVSchemes[] = {
+    {"affine8", {ops::KVRowCodec::affine, 8, 64, 128}, {ops::KVRowCodec::affine, 8, 64, 128}},
+    {"affine4", {ops::KVRowCodec::affine, 4, 64, 128}, {ops::KVRowCodec::affine, 4, 64, 128}},
+    {"turbo:k8v4", {ops::KVRowCodec::turbo_key, 8, 32, 128}, {ops::KVRowCodec::turbo_value, 4, 32, 128}},
+    {"turbo k8v3", {ops::KVRowCodec::turbo_key, 8, 32, 128}, {ops::KVRowCodec::turbo_value, 3, 32, 128}}};
+
+// t [B, H, L, D] as packed rows [L, B, H, row bytes] on the GPU.
+Tensor packed_rows(const Tensor& t, const ops::KVRowCodec& c) {
+  Tensor rows = Tensor::empty({t.size(2), t.size(0), t.size(1), c.row_bytes()}, Dtype::u8, kGpu);
+  ops::kv_encode(t, c, rows);
+  return rows;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -114,17 +148,14 @@ int main(int argc, char** argv) {
     char name[128];
     for (int64_t B : {int64_t(1), int64_t(8)}) {
       for (int64_t Lk : {int64_t(4096), int64_t(32768)}) {
-        Tensor q = randn_gpu({B, 32, 1, 128}, Dtype::bf16, 30);
-        Tensor k = randn_gpu({B, 8, Lk, 128}, Dtype::bf16, 31), v = randn_gpu({B, 8, Lk, 128}, Dtype::bf16, 32);
-        ops::AttentionMask m;
-        m.q_offset = Lk - 1;
+        const DecodeCase c = decode_case(B, Lk);
         for (int splits : {0, 8, 16, 24, 32, 40, 48, 49, 50, 56, 64}) {
           if (splits) setenv("TERN_CUDA_DECODE_SPLITS", std::to_string(splits).c_str(), 1);
           for (const char* merge : {"last-block", "launch"}) {
             setenv("TERN_CUDA_DECODE_COMBINE", merge, 1);
             std::snprintf(name, sizeof name, "B=%lld Lk=%lld splits=%s %s", (long long)B, (long long)Lk,
                           splits ? std::to_string(splits).c_str() : "auto", merge);
-            row(name, time_it([&] { ops::sdpa(q, k, v, 0.088f, m); }), 2.0 * k.nbytes() + q.nbytes() * 2, 0);
+            row(name, time_it([&] { ops::sdpa(c.q, c.k, c.v, 0.088f, c.m); }), c.bytes(), 0);
           }
           unsetenv("TERN_CUDA_DECODE_SPLITS");
         }
@@ -135,36 +166,20 @@ int main(int argc, char** argv) {
   }
   if (kv_splits) {  // decode attention over quantized KV at Qwen3-8B heads: split counts, beside bf16
     std::printf("\n-- quantized-KV decode (32 q, 8 kv heads, dim 128): splits --\n");
-    struct Scheme {
-      const char* name;
-      ops::KVRowCodec k, v;
-    };
-    const int64_t D = 128;
-    const Scheme schemes[] = {
-        {"turbo k8v3", {ops::KVRowCodec::turbo_key, 8, 32, D}, {ops::KVRowCodec::turbo_value, 3, 32, D}},
-        {"turbo:k8v4", {ops::KVRowCodec::turbo_key, 8, 32, D}, {ops::KVRowCodec::turbo_value, 4, 32, D}},
-        {"affine8", {ops::KVRowCodec::affine, 8, 64, D}, {ops::KVRowCodec::affine, 8, 64, D}}};
     char name[128];
     for (int64_t B : {int64_t(1), int64_t(8)}) {
       for (int64_t Lk : {int64_t(4096), int64_t(32768)}) {
-        Tensor q = randn_gpu({B, 32, 1, D}, Dtype::bf16, 30);
-        Tensor k = randn_gpu({B, 8, Lk, D}, Dtype::bf16, 31), v = randn_gpu({B, 8, Lk, D}, Dtype::bf16, 32);
-        ops::AttentionMask m;
-        m.q_offset = Lk - 1;
+        const DecodeCase c = decode_case(B, Lk);
         std::snprintf(name, sizeof name, "B=%lld Lk=%lld bf16 (sdpa)", (long long)B, (long long)Lk);
-        row(name, time_it([&] { ops::sdpa(q, k, v, 0.088f, m); }), 2.0 * k.nbytes() + q.nbytes() * 2, 0);
-        for (const Scheme& sc : schemes) {
-          Tensor kr = Tensor::empty({Lk, B, 8, sc.k.row_bytes()}, Dtype::u8, kGpu);
-          Tensor vr = Tensor::empty({Lk, B, 8, sc.v.row_bytes()}, Dtype::u8, kGpu);
-          ops::kv_encode(k, sc.k, kr);
-          ops::kv_encode(v, sc.v, vr);
-          const double bytes = kr.nbytes() + vr.nbytes() + q.nbytes() * 2.0;
+        row(name, time_it([&] { ops::sdpa(c.q, c.k, c.v, 0.088f, c.m); }), c.bytes(), 0);
+        for (const KVScheme& sc : kKVSchemes) {
+          const Tensor kr = packed_rows(c.k, sc.k), vr = packed_rows(c.v, sc.v);
           for (int splits : {0, 8, 12, 16, 24, 32, 48, 64, 96}) {
             if (splits) setenv("TERN_CUDA_KV_SPLITS", std::to_string(splits).c_str(), 1);
             std::snprintf(name, sizeof name, "B=%lld Lk=%lld %s splits=%s", (long long)B, (long long)Lk, sc.name,
                           splits ? std::to_string(splits).c_str() : "auto");
-            row(name, time_it([&] { ops::kv_decode_attention(q, kr, sc.k, vr, sc.v, Tensor(), Tensor(), 0.088f); }),
-                bytes, 0);
+            row(name, time_it([&] { ops::kv_decode_attention(c.q, kr, sc.k, vr, sc.v, Tensor(), Tensor(), 0.088f); }),
+                kr.nbytes() + vr.nbytes() + 2.0 * c.q.nbytes(), 0);
             unsetenv("TERN_CUDA_KV_SPLITS");
           }
         }
@@ -322,46 +337,25 @@ int main(int argc, char** argv) {
   }
   {  // decode attention over quantized KV storage beside bf16, at Qwen3-8B heads (32 q, 8 kv, dim 128)
     std::printf("\n-- decode attention over quantized KV (qwen3-8b heads) --\n");
-    const int64_t Hq = 32, Hkv = 8, D = 128;
-    struct Scheme {
-      const char* name;
-      ops::KVRowCodec k, v;
-    };
-    const Scheme schemes[] = {
-        {"affine8", {ops::KVRowCodec::affine, 8, 64, D}, {ops::KVRowCodec::affine, 8, 64, D}},
-        {"affine4", {ops::KVRowCodec::affine, 4, 64, D}, {ops::KVRowCodec::affine, 4, 64, D}},
-        {"turbo:k8v4", {ops::KVRowCodec::turbo_key, 8, 32, D}, {ops::KVRowCodec::turbo_value, 4, 32, D}},
-        {"turbo k8v3", {ops::KVRowCodec::turbo_key, 8, 32, D}, {ops::KVRowCodec::turbo_value, 3, 32, D}}};
     char name[128];
     for (int64_t B : {int64_t(1), int64_t(8)}) {
       for (int64_t Lk : {int64_t(4096), int64_t(32768)}) {
         if (quick && Lk == 4096) continue;
-        Tensor q = randn_gpu({B, Hq, 1, D}, Dtype::bf16, 30);
-        Tensor k = randn_gpu({B, Hkv, Lk, D}, Dtype::bf16, 31), v = randn_gpu({B, Hkv, Lk, D}, Dtype::bf16, 32);
-        ops::AttentionMask m;
-        m.q_offset = Lk - 1;
+        const DecodeCase c = decode_case(B, Lk);
         std::snprintf(name, sizeof name, "kv bf16 (sdpa) B=%lld Lk=%lld", (long long)B, (long long)Lk);
-        row(name, time_it([&] { ops::sdpa(q, k, v, 0.088f, m); }), 2.0 * k.nbytes() + q.nbytes() * 2, 0);
-        for (const Scheme& sc : schemes) {
-          Tensor kr = Tensor::empty({Lk, B, Hkv, sc.k.row_bytes()}, Dtype::u8, kGpu);
-          Tensor vr = Tensor::empty({Lk, B, Hkv, sc.v.row_bytes()}, Dtype::u8, kGpu);
-          ops::kv_encode(k, sc.k, kr);
-          ops::kv_encode(v, sc.v, vr);
-          const double bytes = kr.nbytes() + vr.nbytes() + q.nbytes() * 2.0;
+        row(name, time_it([&] { ops::sdpa(c.q, c.k, c.v, 0.088f, c.m); }), c.bytes(), 0);
+        for (const KVScheme& sc : kKVSchemes) {
+          const Tensor kr = packed_rows(c.k, sc.k), vr = packed_rows(c.v, sc.v);
           std::snprintf(name, sizeof name, "kv %s B=%lld Lk=%lld", sc.name, (long long)B, (long long)Lk);
-          row(name, time_it([&] { ops::kv_decode_attention(q, kr, sc.k, vr, sc.v, Tensor(), Tensor(), 0.088f); }),
-              bytes, 0);
+          row(name, time_it([&] { ops::kv_decode_attention(c.q, kr, sc.k, vr, sc.v, Tensor(), Tensor(), 0.088f); }),
+              kr.nbytes() + vr.nbytes() + 2.0 * c.q.nbytes(), 0);
         }
         // The CUDA-core kernel (f32 queries take it) on the default TurboQuant storage, for reference.
-        Tensor q32 = ops::cast(q, Dtype::f32);
-        Tensor kr = Tensor::empty({Lk, B, Hkv, schemes[3].k.row_bytes()}, Dtype::u8, kGpu);
-        Tensor vr = Tensor::empty({Lk, B, Hkv, schemes[3].v.row_bytes()}, Dtype::u8, kGpu);
-        ops::kv_encode(k, schemes[3].k, kr);
-        ops::kv_encode(v, schemes[3].v, vr);
+        const KVScheme& turbo = kKVSchemes[3];
+        const Tensor q32 = ops::cast(c.q, Dtype::f32), kr = packed_rows(c.k, turbo.k), vr = packed_rows(c.v, turbo.v);
         std::snprintf(name, sizeof name, "kv turbo k8v3 f32 q (cuda cores) B=%lld Lk=%lld", (long long)B, (long long)Lk);
-        row(name,
-            time_it([&] { ops::kv_decode_attention(q32, kr, schemes[3].k, vr, schemes[3].v, Tensor(), Tensor(), 0.088f); }),
-            kr.nbytes() + vr.nbytes() + q.nbytes() * 4.0, 0);
+        row(name, time_it([&] { ops::kv_decode_attention(q32, kr, turbo.k, vr, turbo.v, Tensor(), Tensor(), 0.088f); }),
+            kr.nbytes() + vr.nbytes() + 4.0 * c.q.nbytes(), 0);
       }
     }
   }
