@@ -37,16 +37,18 @@ Tensor Attention::attend(const std::vector<Tensor>& qkv, KVCache& cache) const {
   Tensor q = qkv[0].view({B, L, shape_.n_head, D});
   Tensor k = qkv[1].view({B, L, shape_.n_head_kv, D});
   Tensor v = qkv[2].view({B, L, shape_.n_head_kv, D}).transpose(1, 2);
-  if (shape_.qk_norm) {  // the per-head norms and the rotation in one pass
-    ops::NormRoped qk = ops::norm_rope(q.transpose(1, 2), k.transpose(1, 2), q_norm_.weight, k_norm_.weight,
-                                       q_norm_.eps, cache.next_positions(L).to(x.device()), rope_);
-    q = qk.q;
-    k = qk.k;
+  std::unique_ptr<AttentionRead> read;
+  const AppendPhase phase = L == 1 ? AppendPhase::decode : AppendPhase::window;
+  if (shape_.qk_norm) {  // the per-head norms and the rotation in one pass (the cache may write k and v from it)
+    KVCache::RopedRead r = cache.append_norm_rope(q.transpose(1, 2), k.transpose(1, 2), v,
+                                                  {q_norm_.weight, k_norm_.weight, q_norm_.eps, &rope_}, phase);
+    q = r.q;
+    read = std::move(r.read);
   } else {
     q = cache.rope_positions(q.transpose(1, 2), rope_);
     k = cache.rope_positions(k.transpose(1, 2), rope_);
+    read = cache.append(k, v, phase);
   }
-  auto read = cache.append(k, v, L == 1 ? AppendPhase::decode : AppendPhase::window);
   Tensor o = read->attend(q, scale_);  // [B, H, L, D]
   return o_proj_.forward(o.transpose(1, 2).reshape({B, L, shape_.n_head * D}));
 }

@@ -113,14 +113,19 @@ void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions) {
   else cuda::write_positions(dst, src, positions.contiguous());
 }
 
-void write_positions(Tensor& keys, const Tensor& k, Tensor& values, const Tensor& v, const Tensor& positions,
-                     int64_t ring) {
+void check_kv_writes(const Tensor& keys, const Tensor& k, const Tensor& values, const Tensor& v,
+                     const Tensor& positions, int64_t ring) {
   check_write_positions(keys, k, positions);
   check_write_positions(values, v, positions);
   TERN_CHECK(keys.dtype() == values.dtype() && keys.size(0) == values.size(0) && keys.size(1) == values.size(1),
              "[write_positions] expected keys and values of one dtype and [B, H], got {} {} and {} {}",
              shape_str(keys.shape()), dtype_name(keys.dtype()), shape_str(values.shape()), dtype_name(values.dtype()));
   TERN_CHECK(ring >= 0, "[write_positions] expected a ring of >= 0 slots, got {}", ring);
+}
+
+void write_positions(Tensor& keys, const Tensor& k, Tensor& values, const Tensor& v, const Tensor& positions,
+                     int64_t ring) {
+  check_kv_writes(keys, k, values, v, positions, ring);
   if (keys.numel() == 0 && values.numel() == 0) return;
   if (keys.device().is_cpu()) {
     Tensor slots = positions.contiguous();

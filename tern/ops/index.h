@@ -30,6 +30,9 @@ void write_positions(Tensor& dst, const Tensor& src, const Tensor& positions);
 // pair. With ring > 0 row b lands at positions[b] % ring (a ring cache's slot; throws for ring < 0).
 void write_positions(Tensor& keys, const Tensor& k, Tensor& values, const Tensor& v, const Tensor& positions,
                      int64_t ring = 0);
+// The checks of that write (for ops that fuse it): throws "[write_positions] expected ..." where it would.
+void check_kv_writes(const Tensor& keys, const Tensor& k, const Tensor& values, const Tensor& v,
+                     const Tensor& positions, int64_t ring);
 
 }  // namespace tern::ops
 

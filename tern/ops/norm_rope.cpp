@@ -1,6 +1,7 @@
 // ops::norm_rope: the checks, the CPU composition (the reference) and the CUDA dispatch.
 #include "tern/ops/norm_rope.h"
 
+#include "tern/ops/index.h"
 #include "tern/ops/norm.h"
 
 namespace tern::ops {
@@ -22,6 +23,32 @@ NormRoped norm_rope(const Tensor& q, const Tensor& k, const Tensor& wq, const Te
   if (oq.numel() + ok.numel() == 0) return {oq, ok};
   cuda::norm_rope(q, k, wq, wk, eps, positions, table, oq, ok);
   return {oq, ok};
+}
+
+Tensor norm_rope_write(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk, float eps,
+                       const Tensor& positions, const RopeTable& table, Tensor& keys, Tensor& values, int64_t ring) {
+  TERN_CHECK(q.defined() && k.defined() && v.defined(),
+             "[norm_rope_write] expected defined q, k and v, got an undefined one");
+  TERN_CHECK(q.rank() == 4 && q.size(2) == 1,
+             "[norm_rope_write] expected q [B, Hq, 1, D] (one position per row), got {}", shape_str(q.shape()));
+  if (q.device().is_cpu() || q.size(3) > 256) {
+    NormRoped r = norm_rope(q, k, wq, wk, eps, positions, table);
+    write_positions(keys, r.k, values, v, positions, ring);
+    return r.q;
+  }
+  // The CUDA kernel: the same checks as the ops it fuses.
+  TERN_CHECK(k.rank() == 4 && q.size(0) == k.size(0) && q.size(2) == k.size(2) && q.size(3) == k.size(3) &&
+                 q.dtype() == k.dtype() && q.device() == k.device(),
+             "[norm_rope] expected q [B, Hq, L, D] and k [B, Hk, L, D] of one dtype and device, got {} {} and {} {}",
+             shape_str(q.shape()), dtype_name(q.dtype()), shape_str(k.shape()), dtype_name(k.dtype()));
+  check_rms_norm_args(q, wq, eps);
+  check_rms_norm_args(k, wk, eps);
+  check_rope_args(q, positions, table);
+  check_kv_writes(keys, k, values, v, positions, ring);
+  Tensor oq = Tensor::empty(q.shape(), q.dtype(), q.device());
+  if (oq.numel() == 0) return oq;
+  cuda::norm_rope_write(q, k, v, wq, wk, eps, positions, table, oq, keys, values, ring);
+  return oq;
 }
 
 }  // namespace tern::ops

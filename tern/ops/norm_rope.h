@@ -16,9 +16,19 @@ struct NormRoped {
 NormRoped norm_rope(const Tensor& q, const Tensor& k, const Tensor& wq, const Tensor& wk, float eps,
                     const Tensor& positions, const RopeTable& table);
 
+// The compiled decode step's form (L = 1, positions [B] or [B, 1] i32 on the device): norm_rope, with
+// the rotated keys and v [B, Hk, 1, Dv] written into a cache's storage as write_positions(keys, k,
+// values, v, positions, ring) writes them. Returns the rotated queries. One kernel launch on CUDA (the
+// two ops in turn on the CPU).
+Tensor norm_rope_write(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk, float eps,
+                       const Tensor& positions, const RopeTable& table, Tensor& keys, Tensor& values, int64_t ring = 0);
+
 }  // namespace tern::ops
 
 namespace tern::cuda {
 void norm_rope(const Tensor& q, const Tensor& k, const Tensor& wq, const Tensor& wk, float eps,
                const Tensor& positions, const ops::RopeTable& table, Tensor& out_q, Tensor& out_k);
-}
+void norm_rope_write(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk, float eps,
+                     const Tensor& positions, const ops::RopeTable& table, Tensor& out_q, Tensor& keys, Tensor& values,
+                     int64_t ring);
+}  // namespace tern::cuda

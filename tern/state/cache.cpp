@@ -3,9 +3,9 @@
 
 #include <algorithm>
 
-#include "tern/ops/attention.h"
-
 #include "tern/base/error.h"
+#include "tern/ops/attention.h"
+#include "tern/ops/norm_rope.h"
 
 namespace tern {
 namespace {
@@ -61,6 +61,13 @@ void Cache::attach_step(const DeviceStep*) {
   TERN_THROW("[kv_cache] storage {} does not support compiled decode", signature());
 }
 void Cache::advance(int64_t) { TERN_THROW("[kv_cache] storage {} does not support compiled decode", signature()); }
+
+KVCache::RopedRead KVCache::append_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const QKNormRope& n,
+                                             AppendPhase phase) {
+  TERN_CHECK(n.rope, "[kv_cache] expected a rope table for append_norm_rope");
+  ops::NormRoped qk = ops::norm_rope(q, k, n.wq, n.wk, n.eps, next_positions(q.size(2)).to(q.device()), *n.rope);
+  return {qk.q, append(qk.k, v, phase)};
+}
 
 std::unique_ptr<AttentionRead> step_read(Tensor k, Tensor v, const DeviceStep& step) {
   return std::make_unique<StepRead>(k.slice(2, 0, step.span), v.slice(2, 0, step.span), step.lengths);

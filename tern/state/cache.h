@@ -106,10 +106,26 @@ class Cache {
 int64_t spec_round_rollback_all(std::vector<std::unique_ptr<Cache>>& caches, int64_t keep);
 
 // A cache of keys and values for one attention layer.
+// The per-head q/k norms and the rotation of an attention layer (ops::norm_rope's arguments).
+struct QKNormRope {
+  Tensor wq, wk;  // [D] or undefined (scale-free)
+  float eps = 1e-6f;
+  const ops::RopeTable* rope = nullptr;
+};
+
 class KVCache : public Cache {
  public:
   // k [B, Hkv, L, D], v [B, Hkv, L, Dv] for the next L positions. Stores them and returns the read.
   virtual std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) = 0;
+  // append() for queries and keys still to be normed and rotated at next_positions(L): q [B, Hq, L, D]
+  // and k (any strides, last dim contiguous). Returns the rotated queries and the read. The default runs
+  // ops::norm_rope, then append(); a storage may write the keys and values from the norm_rope launch.
+  struct RopedRead {
+    Tensor q;
+    std::unique_ptr<AttentionRead> read;
+  };
+  virtual RopedRead append_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const QKNormRope& n,
+                                     AppendPhase phase);
 };
 
 // The read of unquantized storage: attention of queries at positions q_offset.. over k [B, Hkv, S, D]

@@ -2,6 +2,7 @@
 #include "tern/state/plain_kv_cache.h"
 
 #include "tern/ops/index.h"
+#include "tern/ops/norm_rope.h"
 #include "tern/state/cache_file.h"
 
 namespace tern {
@@ -81,6 +82,16 @@ std::unique_ptr<AttentionRead> PlainKVCache::append(const Tensor& k, const Tenso
   dv.copy_from(v);
   offset_ = start + n;
   return causal_read(keys(), values(), start, window_);
+}
+
+KVCache::RopedRead PlainKVCache::append_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                  const QKNormRope& n, AppendPhase phase) {
+  if (!step_) return KVCache::append_norm_rope(q, k, v, n, phase);
+  TERN_CHECK(n.rope, "[kv_cache] expected a rope table for append_norm_rope");
+  TERN_CHECK(phase == AppendPhase::decode && q.size(2) == 1,
+             "[kv_cache] expected decode appends while a compiled step is attached, got {} positions", q.size(2));
+  Tensor rq = ops::norm_rope_write(q, k, v, n.wq, n.wk, n.eps, next_positions(1), *n.rope, keys_, values_);
+  return {rq, step_read(keys_, values_, *step_)};
 }
 
 void PlainKVCache::save(CacheWriter& out) const {

@@ -20,6 +20,10 @@ class PlainKVCache : public KVCache {
   int64_t trim(int64_t n) override;
   int64_t bytes() const override;
   std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) override;
+  // While a compiled step is attached, the rotated keys and the values go from the norm_rope launch straight
+  // to their slots (ops::norm_rope_write); otherwise the default.
+  RopedRead append_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const QKNormRope& n,
+                             AppendPhase phase) override;
   // Saves the stored prefix [B, Hkv, offset, D] as is; load() checks the window.
   void save(CacheWriter& out) const override;
   void load(CacheReader& in) override;

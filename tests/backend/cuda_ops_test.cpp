@@ -15,7 +15,6 @@
 #include "tern/ops/matmul.h"
 #include "tern/ops/norm.h"
 #include "tern/ops/norm_linear.h"
-#include "tern/ops/norm_rope.h"
 #include "tern/ops/reduce.h"
 #include "tern/ops/rope.h"
 

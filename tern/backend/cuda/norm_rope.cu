@@ -7,8 +7,9 @@
 namespace tern::cuda {
 
 void launch_norm_rope(Dtype dt, Dtype wt, Dtype pos_dt, const kernels::NormRopeArgs& a, cudaStream_t s) {
-  const int64_t rows = a.B * (a.heads[0] + a.heads[1]) * a.L;
-  const auto grid = static_cast<unsigned>((rows + kernels::kNormRopeWarps - 1) / kernels::kNormRopeWarps);
+  const int64_t rows = a.heads[0] + a.heads[1] + (a.kv[1] ? a.heads[1] : 0);  // per token
+  const dim3 grid(static_cast<unsigned>(a.B * a.L),
+                  static_cast<unsigned>((rows + kernels::kNormRopeWarps - 1) / kernels::kNormRopeWarps));
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
     dispatch_float(wt, [&](auto wtag) {

@@ -1,49 +1,77 @@
 // RMSNorm of each head row, then the rotary embedding (rotate-half pairing), for the query and key heads
-// of one attention step in one launch: one warp per row (b, h, l) of q's rows and then k's, the normed
-// row held in registers and, for the rotation's partner dims, in shared memory. D <= 256.
+// of one attention step in one launch: one warp per head row of a token, q's rows, then k's, then (when
+// the keys go straight into a cache) v's rows, copied to their slot. The normed row is held in registers
+// and, for the rotation's partner dims, in shared memory. D <= 256. A row's loads (the row, its norm
+// weight) are issued before the block computes its token's cos/sin, so a row costs one round trip.
 #pragma once
 #include "tern/backend/cuda/kernels/common.cuh"
 #include "tern/backend/cuda/kernels/norm_rope_args.h"
 
 namespace tern::cuda::kernels {
 
+// Grid (B * L tokens, ceil(rows per token / kNormRopeWarps)): a block's warps take heads of one token,
+// q's heads first, then k's, then v's, and share that position's cos/sin, which the block computes once
+// (rot / 2 <= 128 of them) while its rows load.
 template <typename T, typename W, typename P>
 __global__ void __launch_bounds__(kNormRopeWarps * 32) norm_rope_kernel(NormRopeArgs a) {
   grid_dependency_wait();
   __shared__ float normed[kNormRopeWarps][256];
+  __shared__ float cs[2][128];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  int64_t row = static_cast<int64_t>(blockIdx.x) * kNormRopeWarps + warp;
-  const int64_t q_rows = a.B * a.heads[0] * a.L;
-  const int which = row < q_rows ? 0 : 1;
-  if (which) row -= q_rows;
-  const int64_t H = a.heads[which], L = a.L, D = a.D;
-  if (row >= a.B * H * L) return;
-  const int64_t l = row % L, h = (row / L) % H, b = row / (L * H);
+  const int64_t L = a.L, t = blockIdx.x, b = t / L, l = t % L;
+  const int64_t p = static_cast<int64_t>(static_cast<const P*>(a.pos)[a.per_batch ? t : l]);
+  int64_t h = static_cast<int64_t>(blockIdx.y) * kNormRopeWarps + warp;
+  int which = 0;  // 0: q, 1: k, 2: v
+  if (h >= a.heads[0]) {
+    h -= a.heads[0];
+    which = 1;
+    if (h >= a.heads[1]) h -= a.heads[1], which = 2;
+  }
+  const bool live = h < a.heads[which == 0 ? 0 : 1] && (which < 2 || a.kv[1]);
+  const int64_t D = which == 2 ? a.Dv : a.D, half = a.rot / 2;
   const T* x = static_cast<const T*>(a.x[which]) + b * a.st[which][0] + h * a.st[which][1] + l * a.st[which][2];
-  const W* w = static_cast<const W*>(a.w[which]);
-  T* y = static_cast<T*>(a.out[which]) + row * D;
-  float v[8];
-  float ss = 0.0f;
+  const W* w = static_cast<const W*>(which < 2 ? a.w[which] : nullptr);
+  float v[8], wv[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const int j = lane + 32 * i;
-    v[i] = j < D ? to_f32(x[j]) : 0.0f;
-    ss += v[i] * v[i];
+    v[i] = live && which < 2 && j < D ? to_f32(x[j]) : 0.0f;
+    wv[i] = live && j < D && w ? to_f32(w[j]) : 1.0f;
   }
+  for (int64_t f = threadIdx.x; f < half; f += blockDim.x) {
+    const float angle = static_cast<float>(p) * a.inv_freq[f];
+    cs[0][f] = cosf(angle) * a.attn_scale, cs[1][f] = sinf(angle) * a.attn_scale;
+  }
+  __syncthreads();
+  if (!live) return;
+  T* y;
+  if (which > 0 && a.kv[which - 1]) {
+    const int64_t slot = p < 0 ? -1 : a.ring > 0 ? p % a.ring : p;
+    if (slot < 0 || slot >= a.kv_n) return;
+    const int64_t* s = a.kv_st[which - 1];
+    y = static_cast<T*>(a.kv[which - 1]) + b * s[0] + h * s[1] + slot * s[2];
+  } else {
+    y = static_cast<T*>(a.out[which]) + ((b * a.heads[which] + h) * L + l) * D;
+  }
+  if (which == 2) {
+    for (int64_t j = lane; j < D; j += 32) y[j] = x[j];
+    return;
+  }
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) ss += v[i] * v[i];
   ss = warp_sum(ss);
   const float inv = rsqrtf(ss / static_cast<float>(D) + a.eps);
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const int j = lane + 32 * i;
     if (j >= D) continue;
-    float t = v[i] * inv;
-    if (w) t *= to_f32(w[j]);
-    v[i] = to_f32(from_f32<T>(t));  // rounded as ops::rms_norm stores it
+    float r = v[i] * inv;
+    if (w) r *= wv[i];
+    v[i] = to_f32(from_f32<T>(r));  // rounded as ops::rms_norm stores it
     normed[warp][j] = v[i];
   }
   __syncwarp();
-  const float p = static_cast<float>(static_cast<const P*>(a.pos)[a.per_batch ? b * L + l : l]);
-  const int64_t half = a.rot / 2;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const int j = lane + 32 * i;
@@ -51,9 +79,7 @@ __global__ void __launch_bounds__(kNormRopeWarps * 32) norm_rope_kernel(NormRope
     float o = v[i];
     if (j < a.rot) {
       const int64_t f = j < half ? j : j - half;
-      const float angle = p * a.inv_freq[f];
-      const float c = cosf(angle) * a.attn_scale, s = sinf(angle) * a.attn_scale;
-      o = j < half ? v[i] * c - normed[warp][j + half] * s : v[i] * c + normed[warp][f] * s;
+      o = j < half ? v[i] * cs[0][f] - normed[warp][j + half] * cs[1][f] : v[i] * cs[0][f] + normed[warp][f] * cs[1][f];
     }
     y[j] = from_f32<T>(o);
   }
