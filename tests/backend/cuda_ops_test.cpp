@@ -87,6 +87,32 @@ TEST_F(CudaOps, CopiesRoundTripStridedViews) {
   EXPECT_EQ(nmse(x.transpose(0, 2).contiguous(), dst), 0.0);
 }
 
+// Views whose innermost dim is whole 16-byte vectors take the vector copy and gated kernels; the same
+// views shifted off the 16-byte alignment take the element kernels. Both against the CPU.
+TEST_F(CudaOps, VectorAndElementPathsOfCopyAndGated) {
+  for (Dtype dt : kFloat) {
+    // a [B, L, H, D] projection seen as [B, H, L, D], as the KV append copies it, into a cache slice
+    Tensor x = randn({2, 9, 3, 16}, dt, 13), xg = x.to(kGpu);
+    EXPECT_EQ(nmse(x.transpose(1, 2).contiguous(), xg.transpose(1, 2).contiguous()), 0.0);
+    Tensor cache = Tensor::zeros({2, 3, 20, 16}, dt, kGpu), ref = Tensor::zeros({2, 3, 20, 16}, dt);
+    Tensor dg = cache.slice(2, 5, 14), dc = ref.slice(2, 5, 14);
+    dg.copy_from(xg.transpose(1, 2));
+    dc.copy_from(x.transpose(1, 2));
+    EXPECT_EQ(nmse(ref, cache), 0.0);
+    // an odd start column: 2- or 4-byte aligned only
+    Tensor odd = xg.view({2, 9, 48}).slice(2, 1, 41), odd_ref = x.view({2, 9, 48}).slice(2, 1, 41);
+    EXPECT_EQ(nmse(odd_ref.contiguous(), odd.contiguous()), 0.0);
+    // the gated MLP's stacked [gate | up] rows, then the same halves shifted by one column
+    Tensor y = randn({7, 2 * 304 + 1}, dt, 14), yg = y.to(kGpu);
+    for (int64_t at : {0, 1}) {
+      Tensor g = y.narrow(1, at, 304), u = y.narrow(1, at + 304, 304);
+      Tensor gg = yg.narrow(1, at, 304), ug = yg.narrow(1, at + 304, 304);
+      EXPECT_CLOSE(ops::swiglu(g, u), ops::swiglu(gg, ug), dt) << "at " << at;
+      EXPECT_CLOSE(ops::geglu(g, u, true), ops::geglu(gg, ug, true), dt) << "at " << at;
+    }
+  }
+}
+
 TEST_F(CudaOps, BinaryBroadcastAndStrides) {
   const ops::BinaryOp all[] = {ops::BinaryOp::add, ops::BinaryOp::sub, ops::BinaryOp::mul,
                                ops::BinaryOp::div, ops::BinaryOp::maximum, ops::BinaryOp::minimum};
@@ -204,44 +230,6 @@ TEST_F(CudaOps, Rope) {
 
 // The fused q/k norm and rotation against the CPU's rms_norm then rope, on the strided views attention
 // layers pass (heads of one projection output), partial rotary, per-row positions and a scale-free norm.
-TEST_F(CudaOps, NormRopeMatchesNormThenRope) {
-  struct Case {
-    int64_t d, rot, hq, hk;
-    bool weights, per_row;
-  };
-  const Case cases[] = {{128, 128, 4, 2, true, false},
-                        {64, 32, 3, 1, true, true},
-                        {256, 256, 2, 2, false, true},
-                        {96, 64, 2, 1, true, false}};
-  for (Dtype dt : kFloat) {
-    for (const Case& c : cases) {
-      ops::RopeConfig cfg;
-      cfg.head_dim = c.d, cfg.rotary_dim = c.rot, cfg.theta = 1e6;
-      const ops::RopeTable table = ops::rope_table(cfg);
-      const int64_t B = 2, L = 5;
-      // one [B, L, (hq + hk) * d] projection output, split into q and k heads as Attention does
-      Tensor qk = randn({B, L, (c.hq + c.hk) * c.d}, dt, 40);
-      auto views = [&](const Tensor& t) {
-        return std::pair{t.slice(2, 0, c.hq * c.d).view({B, L, c.hq, c.d}).transpose(1, 2),
-                         t.slice(2, c.hq * c.d, (c.hq + c.hk) * c.d).view({B, L, c.hk, c.d}).transpose(1, 2)};
-      };
-      Tensor wq = c.weights ? randn({c.d}, dt, 41) : Tensor(), wk = c.weights ? randn({c.d}, dt, 42) : Tensor();
-      Tensor pos = c.per_row ? randint({B, L}, 30000, Dtype::i32, 43) : randint({L}, 30000, Dtype::i64, 44);
-      auto [q, k] = views(qk);
-      ops::NormRoped ref = ops::norm_rope(q, k, wq, wk, 1e-6f, pos, table);
-      Tensor qk_gpu = qk.to(kGpu);
-      auto [gq, gk] = views(qk_gpu);
-      ops::NormRoped got = ops::norm_rope(gq, gk, c.weights ? wq.to(kGpu) : Tensor(),
-                                          c.weights ? wk.to(kGpu) : Tensor(), 1e-6f, pos.to(kGpu), table);
-      EXPECT_CLOSE(ref.q, got.q, dt) << "d " << c.d;
-      EXPECT_CLOSE(ref.k, got.k, dt) << "d " << c.d;
-      // and the unfused GPU ops agree with the fused kernel to the rounding of the norm's sum
-      Tensor unfused = ops::rope(ops::rms_norm(gq, c.weights ? wq.to(kGpu) : Tensor(), 1e-6f), pos.to(kGpu), table);
-      EXPECT_CLOSE(unfused.to(Device::cpu()), got.q, dt);
-    }
-  }
-}
-
 // The gated MLP's first half on the GPU (one kernel for decode-sized bf16 rows, linear then the gated op
 // otherwise) against the CPU's linear, split and swiglu / geglu.
 TEST_F(CudaOps, GatedLinearMatchesLinearThenGate) {

@@ -105,6 +105,27 @@ __global__ void gated_kernel(int act, const T* __restrict__ gate, Layout lg, con
   }
 }
 
+// gated_kernel over 16-byte vectors of V = 16 / sizeof(T) elements: lg and lu count in vectors (see
+// to_vectors in elementwise.cu), out is contiguous, n vectors.
+template <typename T>
+__global__ void gated_vec_kernel(int act, const T* __restrict__ gate, Layout lg, const T* __restrict__ up, Layout lu,
+                                 T* __restrict__ out, int64_t n) {
+  grid_dependency_wait();
+  constexpr int V = 16 / sizeof(T);
+  union Vec {
+    uint4 u;
+    T e[V];
+  };
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    Vec g, u, o;
+    g.u = __ldg(reinterpret_cast<const uint4*>(gate) + offset_of(lg, i));
+    u.u = __ldg(reinterpret_cast<const uint4*>(up) + offset_of(lu, i));
+#pragma unroll
+    for (int j = 0; j < V; ++j) o.e[j] = from_f32<T>(unary_f(act, to_f32(g.e[j]), 0.0f, 0.0f) * to_f32(u.e[j]));
+    reinterpret_cast<uint4*>(out)[i] = o.u;
+  }
+}
+
 template <typename S, typename D>
 __device__ __forceinline__ D convert(S v) {
   if constexpr (IsFloat<D>::value) {
@@ -140,7 +161,7 @@ __global__ void add_bias_kernel(T* __restrict__ out, const B* __restrict__ bias,
   }
 }
 
-// Element-size generic copy (U an unsigned type of that size).
+// Element-size generic copy (U an unsigned type of that size; uint4 for the layouts in 16-byte vectors).
 template <typename U>
 __global__ void strided_copy_kernel(const U* __restrict__ src, Layout ls, U* __restrict__ dst, Layout ld, int64_t n) {
   grid_dependency_wait();
