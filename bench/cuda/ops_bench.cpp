@@ -4,7 +4,8 @@
 // usage: tern_cuda_bench [--quick | --kv | --gemv | --decode | --kv-splits]
 //   --kv: the copy ceiling and the quantized-KV decode attention only
 //   --gemv: the copy ceiling and a batch-1 layer's four decode products in sequence, over enough layers'
-//           weights that none stays in L2 (the decode step's regime), at Qwen3-8B and 0.6B shapes
+//           weights that none stays in L2 (the decode step's regime), at Qwen3-8B and 0.6B shapes, and
+//           Qwen3-30B-A3B's attention products
 //   --decode: the copy ceiling and bf16 flash-decoding at Qwen3-8B heads over key-split counts, with
 //             the splits merged by the last block and by a separate combine launch
 //   --kv-splits: the copy ceiling and decode attention over quantized KV at Qwen3-8B heads over key-split
@@ -192,7 +193,30 @@ int main(int argc, char** argv) {
       const char* name;
       int64_t hidden, qkv, attn, inter, layers;
     };
-    for (const Shape4& d : {Shape4{"8b", 4096, 6144, 4096, 12288, 4}, Shape4{"0.6b", 1024, 4096, 2048, 3072, 8}}) {
+    // 30b-a3b: Qwen3-30B-A3B's attention products only (its MLP is the routed experts, timed below)
+    for (const Shape4& d : {Shape4{"8b", 4096, 6144, 4096, 12288, 4}, Shape4{"0.6b", 1024, 4096, 2048, 3072, 8},
+                            Shape4{"30b-a3b", 2048, 5120, 4096, 0, 6}}) {
+      if (d.inter == 0) {
+        std::vector<Tensor> qkv, o;
+        for (int64_t l = 0; l < d.layers; ++l) {
+          qkv.push_back(randn_gpu({d.qkv, d.hidden}, Dtype::bf16, static_cast<uint32_t>(200 + 2 * l)));
+          o.push_back(randn_gpu({d.hidden, d.attn}, Dtype::bf16, static_cast<uint32_t>(201 + 2 * l)));
+        }
+        Tensor x = randn_gpu({1, d.hidden}, Dtype::bf16, 1), a = randn_gpu({1, d.attn}, Dtype::bf16, 2);
+        Tensor nw = randn_gpu({d.hidden}, Dtype::bf16, 4), res = randn_gpu({1, d.hidden}, Dtype::bf16, 5);
+        char name[128];
+        std::snprintf(name, sizeof name, "%s qkv, add+norm fused in", d.name);
+        row(name, time_it([&] {
+                    for (int64_t l = 0; l < d.layers; ++l) ops::norm_linear(ops::PreNorm{res, x, nw}, qkv[l]);
+                  }) / d.layers,
+            qkv[0].nbytes(), 0);
+        std::snprintf(name, sizeof name, "%s o_proj alone", d.name);
+        row(name, time_it([&] {
+                    for (int64_t l = 0; l < d.layers; ++l) ops::linear(a, o[l]);
+                  }) / d.layers,
+            o[0].nbytes(), 0);
+        continue;
+      }
       std::vector<Tensor> qkv, o, up, down;
       for (int64_t l = 0; l < d.layers; ++l) {
         const auto seed = static_cast<uint32_t>(100 + 4 * l);

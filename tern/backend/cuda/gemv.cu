@@ -1,5 +1,7 @@
 // Launchers of the skinny decode products (M <= 4 rows, bf16 weights): plain, gated, and either one
 // behind its input's RMSNorm.
+#include <cstdlib>
+
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/gemv.cuh"
 #include "tern/backend/cuda/kernels/norm_gemv.cuh"
@@ -110,9 +112,14 @@ void run_norm_gemv_nw(const NormGemvArgs& a, int64_t N, int64_t K, int64_t warps
 // 4,096 (Qwen3-8B) 4-warp blocks lose, 119.3 against 110.8 us per layer, and 16-warp blocks win, 104.6
 // (batch-1 decode 206.5 -> 217.2 tok/s); at K = 1,024 (Qwen3-0.6B) 4-warp blocks win, 19.9 against 23.3
 // us (800 -> 937 tok/s), where 16-warp ones are slower (23.8). Sizes between are not measured.
+// TERN_CUDA_NORM_GEMV_WARPS=4|16 forces one block width (for benchmarks; read once).
 template <int M, int ACT>
 void run_norm_gemv(const NormGemvArgs& a, int64_t N, int64_t K, int64_t warps_rows, cudaStream_t s) {
-  if (K >= 4096) {
+  static const int forced = [] {
+    const char* e = std::getenv("TERN_CUDA_NORM_GEMV_WARPS");
+    return e ? std::atoi(e) : 0;
+  }();
+  if (forced ? forced == 16 : K >= 4096) {
     run_norm_gemv_nw<M, ACT, 16>(a, N, K, warps_rows, s);
   } else {
     run_norm_gemv_nw<M, ACT, 4>(a, N, K, warps_rows, s);
