@@ -18,21 +18,13 @@ namespace {
 
 using cuda_test::kGpu;
 using cuda_test::nmse;
+using cuda_test::randint;
 
 class CudaNormRope : public cuda_test::CudaTest {};
 
 Tensor randn(const Shape& shape, Dtype dt, uint32_t seed) {
   Tensor t = cuda_test::randn(shape, seed);
   return dt == Dtype::f32 ? t : ops::cast(t, dt);
-}
-
-Tensor randint(const Shape& shape, int64_t hi, Dtype dt, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int64_t> dist(0, hi - 1);
-  std::vector<int64_t> v(static_cast<size_t>(numel(shape)));
-  for (auto& x : v) x = dist(rng);
-  Tensor t = Tensor::from_vector(v, shape);
-  return dt == Dtype::i64 ? t : ops::cast(t, dt);
 }
 
 double tol(Dtype d) { return d == Dtype::f32 ? 1e-7 : 1e-4; }

@@ -17,9 +17,12 @@
 #include "tern/ops/norm_linear.h"
 #include "tern/ops/reduce.h"
 #include "tern/ops/rope.h"
+#include "tests/backend/cuda_test_util.h"
 
 namespace tern {
 namespace {
+
+using cuda_test::randint;
 
 const Device kGpu = Device::cuda(0);
 
@@ -38,15 +41,6 @@ Tensor randn(const Shape& shape, Dtype dtype, uint32_t seed, float scale = 1.0f)
   for (auto& x : v) x = dist(rng);
   Tensor t = Tensor::from_vector(v, shape);
   return dtype == Dtype::f32 ? t : ops::cast(t, dtype);
-}
-
-Tensor randint(const Shape& shape, int64_t hi, Dtype dtype, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int64_t> dist(0, hi - 1);
-  std::vector<int64_t> v(static_cast<size_t>(numel(shape)));
-  for (auto& x : v) x = dist(rng);
-  Tensor t = Tensor::from_vector(v, shape);
-  return dtype == Dtype::i64 ? t : ops::cast(t, dtype);
 }
 
 double nmse(const Tensor& ref, const Tensor& got) {

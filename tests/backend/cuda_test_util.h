@@ -9,6 +9,7 @@
 
 #include "tern/core/tensor.h"
 #include "tern/ops/device.h"
+#include "tern/ops/elementwise.h"
 
 namespace tern::cuda_test {
 
@@ -29,6 +30,16 @@ inline Tensor randn(const Shape& shape, uint32_t seed, float sigma = 1.0f) {
   std::vector<float> v(static_cast<size_t>(numel(shape)));
   for (auto& x : v) x = d(rng);
   return Tensor::from_vector(v, shape);
+}
+
+// A CPU tensor of integers uniform in [0, hi) from seed, in dtype dt (i64, or cast to it).
+inline Tensor randint(const Shape& shape, int64_t hi, Dtype dt, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int64_t> dist(0, hi - 1);
+  std::vector<int64_t> v(static_cast<size_t>(numel(shape)));
+  for (auto& x : v) x = dist(rng);
+  Tensor t = Tensor::from_vector(v, shape);
+  return dt == Dtype::i64 ? t : ops::cast(t, dt);
 }
 
 // sum (ref - got)^2 / sum ref^2 over both tensors (any device); 1e30 for a size mismatch or a
