@@ -1,7 +1,7 @@
 // CUDA op benchmarks: device copy bandwidth (the memory ceiling), cuBLASLt GEMM rate, the engine's hot
 // ops at Qwen3-8B / 0.6B shapes and the routed experts at Qwen3-30B-A3B shapes, each as median time,
 // achieved rate and % of ceiling.
-// usage: tern_cuda_bench [--quick | --kv | --gemv | --decode | --kv-splits]
+// usage: tern_cuda_bench [--quick | --kv | --gemv | --decode | --kv-splits | --prefill]
 //   --kv: the copy ceiling and the quantized-KV decode attention only
 //   --gemv: the copy ceiling and a batch-1 layer's four decode products in sequence, over enough layers'
 //           weights that none stays in L2 (the decode step's regime), at Qwen3-8B and 0.6B shapes, and
@@ -10,6 +10,8 @@
 //             the splits merged by the last block and by a separate combine launch
 //   --kv-splits: the copy ceiling and decode attention over quantized KV at Qwen3-8B heads over key-split
 //                counts, beside bf16
+//   --prefill: the copy ceiling and the flash prefill kernel at the head shapes of Qwen3-8B, Qwen3-0.6B,
+//              Qwen3.5-9B and Gemma 4 (its sliding and full layers), causal, over 512-8,192 tokens
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -127,6 +129,7 @@ int main(int argc, char** argv) {
   const bool gemv_only = argc > 1 && !std::strcmp(argv[1], "--gemv");
   const bool decode_only = argc > 1 && !std::strcmp(argv[1], "--decode");
   const bool kv_splits = argc > 1 && !std::strcmp(argv[1], "--kv-splits");
+  const bool prefill_only = argc > 1 && !std::strcmp(argv[1], "--prefill");
   if (!cuda_available()) {
     std::printf("no CUDA device: %s\n", cuda_status().c_str());
     return 0;
@@ -161,6 +164,31 @@ int main(int argc, char** argv) {
           unsetenv("TERN_CUDA_DECODE_SPLITS");
         }
         unsetenv("TERN_CUDA_DECODE_COMBINE");
+      }
+    }
+    return 0;
+  }
+  if (prefill_only) {  // flash prefill, causal, one sequence: rate over the visible (query, key) pairs
+    std::printf("\n-- sdpa prefill (flash, causal) --\n");
+    struct Heads {
+      const char* name;
+      int64_t hq, hkv, d, window;
+    };
+    char name[128];
+    for (const Heads& h : {Heads{"8b 32/8 d128", 32, 8, 128, 0}, Heads{"0.6b 16/8 d128", 16, 8, 128, 0},
+                           Heads{"qwen3.5-9b 16/4 d256", 16, 4, 256, 0},
+                           Heads{"gemma4 sliding 8/2 d256 w512", 8, 2, 256, 512},
+                           Heads{"gemma4 full 8/1 d512", 8, 1, 512, 0}}) {
+      for (int64_t L : {int64_t(512), int64_t(2048), int64_t(8192)}) {
+        Tensor q = randn_gpu({1, h.hq, L, h.d}, Dtype::bf16, 14);
+        Tensor k = randn_gpu({1, h.hkv, L, h.d}, Dtype::bf16, 15);
+        Tensor v = randn_gpu({1, h.hkv, L, h.d}, Dtype::bf16, 16);
+        ops::AttentionMask m;
+        m.window = h.window;
+        double pairs = 0;  // visible (query, key) pairs
+        for (int64_t i = 0; i < L; ++i) pairs += h.window > 0 ? std::min(i + 1, h.window) : i + 1;
+        std::snprintf(name, sizeof name, "prefill %s L=%lld", h.name, (long long)L);
+        row(name, time_it([&] { ops::sdpa(q, k, v, 0.088f, m); }, 10, 2), 0, 4.0 * h.hq * h.d * pairs);
       }
     }
     return 0;

@@ -80,6 +80,12 @@ TEST_F(CudaAttention, SdpaPrefill) {
       {1, 2, 2, 17, 29, 64, false, 0, 0, false, true, 0.0f},
       {1, 16, 8, 130, 130, 128, true, 0, 0, false, false, 0.0f},
       {1, 4, 2, 5, 9, 96, true, 4, 0, false, false, 0.0f},
+      // Longer rows, where whole key tiles go unmasked beside the tiles that cross a row's edge: a
+      // window wider than a tile, a chunk over a prefix with per-row lengths, no mask, a capped 256.
+      {1, 8, 2, 300, 300, 128, true, 0, 130, false, false, 0.0f},
+      {2, 4, 2, 200, 517, 128, true, 317, 0, true, false, 0.0f},
+      {1, 4, 2, 257, 257, 64, false, 0, 0, false, false, 0.0f},
+      {1, 4, 2, 150, 150, 256, true, 0, 0, false, false, 20.0f},
   };
   uint32_t seed = 100;
   for (Dtype dt : kFloat) {

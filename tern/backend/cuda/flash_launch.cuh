@@ -33,8 +33,8 @@ void run_flash_typed(const SdpaParams& p, cudaStream_t s) {
   a.q_offset = p.q_offset;
   a.window = p.window;
   a.kv_len = p.kv_len;
-  dim3 grid(static_cast<unsigned>((p.Lq + kernels::kFlashM - 1) / kernels::kFlashM), static_cast<unsigned>(p.Hq),
-            static_cast<unsigned>(p.B));
+  const int64_t blocks = (p.Lq + kernels::kFlashM - 1) / kernels::kFlashM;
+  dim3 grid(static_cast<unsigned>(p.Hq), static_cast<unsigned>(blocks), static_cast<unsigned>(p.B));
   for (int64_t c = 0; c < p.Dv; c += HDV) {  // the value slices [c, c + HDV)
     a.v = static_cast<const T*>(p.v) + c;
     a.out = static_cast<T*>(p.out) + c;

@@ -97,21 +97,8 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   }
 }
 
-// Copies `rows` rows of HD elements (row stride `stride`) into smem rows of HD + 8, zero past `valid`.
-template <typename T, int HD>
-__device__ __forceinline__ void load_tile(T* smem, const T* g, int64_t stride, int rows, int valid) {
-  constexpr int kVec = 8;  // 16 bytes
-  constexpr int kPerRow = HD / kVec;
-  for (int idx = threadIdx.x; idx < rows * kPerRow; idx += blockDim.x) {
-    const int r = idx / kPerRow, c = (idx % kPerRow) * kVec;
-    uint4 val = make_uint4(0, 0, 0, 0);
-    if (r < valid) val = *reinterpret_cast<const uint4*>(g + r * stride + c);
-    *reinterpret_cast<uint4*>(smem + r * (HD + 8) + c) = val;
-  }
-}
-
-// Asynchronous version of load_tile (cp.async, 16 bytes a thread, zero-fill past `valid`); the caller
-// commits and waits.
+// Copies `rows` rows of HD elements (row stride `stride`) into smem rows of HD + 8 with cp.async, 16
+// bytes a thread, zero past `valid`; the caller commits and waits.
 template <typename T, int HD>
 __device__ __forceinline__ void load_tile_async(T* smem, const T* g, int64_t stride, int rows, int valid) {
   constexpr int kPerRow = HD / 8;
@@ -127,19 +114,60 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
+// A warp's Q fragments (its 16 rows at sq, rows of HD + 8), held in registers across the key tiles.
+template <typename T, int HD>
+__device__ __forceinline__ void warp_q_frags(const T* sq, uint32_t (&qa)[HD / 16][4]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    ldmatrix_x4(qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], sq + (lane & 15) * (HD + 8) + kk * 16 + (lane >> 4) * 8);
+  }
+}
+
+// warp_qk with the Q fragments in registers.
+template <typename T, int HD, int BN>
+__device__ __forceinline__ void warp_qk_regs(const uint32_t (&qa)[HD / 16][4], const T* sk, float (&s)[BN / 8][4]) {
+  constexpr int kStride = HD + 8;
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+#pragma unroll
+    for (int nn = 0; nn < BN / 16; ++nn) {
+      const int mi = lane >> 3, r = lane & 7;
+      uint32_t b0, b1, b2, b3;
+      ldmatrix_x4(b0, b1, b2, b3, sk + (nn * 16 + r + 8 * (mi >> 1)) * kStride + kk * 16 + 8 * (mi & 1));
+      mma16816<T>(s[2 * nn], qa[kk], b0, b1);
+      mma16816<T>(s[2 * nn + 1], qa[kk], b2, b3);
+    }
+  }
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Grid: (Hq, query blocks, B). Under a causal mask the query blocks run last-first, so the blocks with
+// the most keys start in the first wave and the short ones fill the tail; the heads of one kv group are
+// neighbours in the launch order and share its K/V tiles in L2.
 template <typename T, int HD, int BN, int HDV = HD>
 __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(FlashArgs a) {
   grid_dependency_wait();
   extern __shared__ __align__(16) unsigned char flash_smem[];
   constexpr int kStride = HD + 8, kVStride = HDV + 8;
   constexpr int kStage = BN * (kStride + kVStride);
+  constexpr bool kQRegs = HD <= 128;  // wider heads read Q from shared memory (registers run out)
   // Q, then two stages of (K, V): the next tile streams in while this one is computed.
   T* sq = reinterpret_cast<T*>(flash_smem);
   T* const kv_base = sq + kFlashM * kStride;  // stage s: K at kv_base + kStage * s, V after it
 
-  const int64_t b = blockIdx.z, h = blockIdx.y;
+  const int64_t b = blockIdx.z, h = blockIdx.x;
   const int64_t hk = h / (a.Hq / a.Hkv);
-  const int64_t m0 = static_cast<int64_t>(blockIdx.x) * kFlashM;
+  const int64_t mb = a.causal ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
+  const int64_t m0 = mb * kFlashM;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
 
@@ -151,10 +179,11 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
   int64_t lk = a.Lk;
   if (a.kv_len) lk = min(lk, static_cast<int64_t>(a.kv_len[b]));
   const int64_t last_row = min(m0 + kFlashM, a.Lq) - 1;
-  int64_t hi_max = a.causal ? min(lk, last_row + a.q_offset + 1) : lk;
-  int64_t lo_min = a.window > 0 ? max(int64_t(0), m0 + a.q_offset - a.window + 1) : 0;
+  const int64_t hi_max = a.causal ? min(lk, last_row + a.q_offset + 1) : lk;
+  const int64_t lo_min = a.window > 0 ? max(int64_t(0), m0 + a.q_offset - a.window + 1) : 0;
 
   load_tile_async<T, HD>(sq, qg, a.qs[2], kFlashM, static_cast<int>(min(static_cast<int64_t>(kFlashM), a.Lq - m0)));
+  cp_async_commit();  // group: Q
 
   // This thread's two rows (g and g + 8 of the warp's 16) and their visible ranges.
   int64_t row_i[2], row_lo[2], row_hi[2];
@@ -164,6 +193,14 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
     row_hi[r] = a.causal ? min(lk, row_i[r] + a.q_offset + 1) : lk;
     row_lo[r] = a.window > 0 ? max(int64_t(0), row_i[r] + a.q_offset - a.window + 1) : 0;
   }
+  // The keys every row of this warp sees: a tile inside [full_lo, full_hi) needs no mask.
+  const int64_t w0 = m0 + warp * 16;
+  const int64_t full_hi = a.causal ? min(lk, w0 + a.q_offset + 1) : lk;
+  const int64_t full_lo = a.window > 0 ? max(int64_t(0), w0 + 15 + a.q_offset - a.window + 1) : 0;
+  // Scores enter the softmax in base 2 as s * mult; a softcap (or a scale that is not positive, which
+  // would turn the row max around) is applied to the scores first.
+  const bool pre = a.softcap > 0.0f || !(a.scale > 0.0f);
+  const float mult = pre ? 1.0f : a.scale * kLog2e;
 
   float o[HDV / 8][4];
 #pragma unroll
@@ -178,7 +215,13 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
     load_tile_async<T, HDV>(sk_dst + BN * kStride, vg + n0 * a.vs[2], a.vs[2], BN, valid);
   };
   if (first < hi_max) issue(first, 0);
-  cp_async_commit();  // group: Q and the first tile
+  cp_async_commit();  // group: the first tile
+  uint32_t qa[kQRegs ? HD / 16 : 1][4];
+  if constexpr (kQRegs) {
+    cp_async_wait<1>();  // Q has landed
+    __syncthreads();
+    warp_q_frags<T, HD>(sq + warp * 16 * kStride, qa);
+  }
   int stage = 0;
   for (int64_t n0 = first; n0 < hi_max; n0 += BN, stage ^= 1) {
     if (n0 + BN < hi_max) issue(n0 + BN, stage ^ 1);
@@ -190,34 +233,49 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
 
     // S = Q K^T for the warp's 16 rows and BN keys.
     float s[BN / 8][4];
-    warp_qk<T, HD, BN>(sq + warp * 16 * kStride, sk, s);
+    if constexpr (kQRegs) {
+      warp_qk_regs<T, HD, BN>(qa, sk, s);
+    } else {
+      warp_qk<T, HD, BN>(sq + warp * 16 * kStride, sk, s);
+    }
 
-    // Scale (softcap), mask, online softmax in base 2.
+    // Softcap, mask (only tiles that cross a row's visible range), online softmax in base 2.
+    if (pre) {
+#pragma unroll
+      for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          float x = s[i][e];
+          s[i][e] = a.softcap > 0.0f ? a.softcap * tanhf(x * a.scale / a.softcap) * kLog2e : x * a.scale * kLog2e;
+        }
+      }
+    }
+    if (n0 < full_lo || n0 + BN > full_hi) {
+      const int64_t j0 = n0 + 2 * t;
+#pragma unroll
+      for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1;
+          const int64_t j = j0 + i * 8 + (e & 1);
+          if (j < row_lo[r] || j >= row_hi[r]) s[i][e] = -INFINITY;
+        }
+      }
+    }
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int i = 0; i < BN / 8; ++i) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1;
-        const int64_t j = n0 + i * 8 + 2 * t + (e & 1);
-        float x = s[i][e];
-        if (a.softcap > 0.0f) {
-          x = a.softcap * tanhf(x * a.scale / a.softcap) * kLog2e;
-        } else {
-          x *= a.scale * kLog2e;
-        }
-        if (j < row_lo[r] || j >= row_hi[r]) x = -INFINITY;
-        s[i][e] = x;
-        tile_max[r] = fmaxf(tile_max[r], x);
-      }
+      tile_max[0] = fmaxf(tile_max[0], fmaxf(s[i][0], s[i][1]));
+      tile_max[1] = fmaxf(tile_max[1], fmaxf(s[i][2], s[i][3]));
     }
-    float corr[2];
+    float corr[2], m_scaled[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
       tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
       const float m_new = fmaxf(row_m[r], tile_max[r]);
-      corr[r] = m_new == -INFINITY ? 1.0f : exp2f(row_m[r] - m_new);
+      corr[r] = m_new == -INFINITY ? 1.0f : fast_exp2((row_m[r] - m_new) * mult);
+      m_scaled[r] = m_new == -INFINITY ? 0.0f : m_new * mult;  // a row with nothing visible yet gives p = 0
       row_m[r] = m_new;
     }
     float tile_sum[2] = {0.0f, 0.0f};
@@ -226,7 +284,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int r = e >> 1;
-        const float p = row_m[r] == -INFINITY ? 0.0f : exp2f(s[i][e] - row_m[r]);
+        const float p = fast_exp2(fmaf(s[i][e], mult, -m_scaled[r]));
         s[i][e] = p;
         tile_sum[r] += p;
       }
