@@ -171,7 +171,7 @@ TEST_F(CudaOps, Cast) {
 
 TEST_F(CudaOps, RmsNorm) {
   for (Dtype dt : kFloat) {
-    for (int64_t d : {64, 128, 1000, 4096, 10000}) {  // 10,000: past the register-resident kernel
+    for (int64_t d : {64, 100, 128, 1000, 4096, 10000}) {  // 100: not whole vectors; 10,000: past the register kernels
       Tensor x = randn({3, 5, d}, dt, 14, 3.0f);
       for (Dtype wt : {Dtype::f32, Dtype::bf16}) {
         Tensor w = randn({d}, wt, 15);

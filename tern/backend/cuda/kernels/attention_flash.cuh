@@ -291,12 +291,15 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) row_l[r] = row_l[r] * corr[r] + tile_sum[r];
+    // Once the rows' maxima settle, most tiles change none of the warp's: it skips the rescale then.
+    if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
 #pragma unroll
-    for (int i = 0; i < HDV / 8; ++i) {
-      o[i][0] *= corr[0];
-      o[i][1] *= corr[0];
-      o[i][2] *= corr[1];
-      o[i][3] *= corr[1];
+      for (int i = 0; i < HDV / 8; ++i) {
+        o[i][0] *= corr[0];
+        o[i][1] *= corr[0];
+        o[i][2] *= corr[1];
+        o[i][3] *= corr[1];
+      }
     }
 
     // O += P V: P's accumulators become A fragments directly.

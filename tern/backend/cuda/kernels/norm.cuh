@@ -87,4 +87,52 @@ __global__ void rms_norm_regs_kernel(const T* __restrict__ x, Layout rows, const
   }
 }
 
+// rms_norm_regs_kernel for 2-byte T, rows of d % 8 == 0 (d <= 8,192) with 16-byte aligned rows: thread
+// t holds elements [8t, 8t + 8) of the row, loaded and stored as one 16-byte vector each, so a row of
+// 4,096 takes 512 vector accesses per operand instead of 4,096 element ones.
+template <typename T, typename W>
+__global__ void rms_norm_vec_kernel(const T* __restrict__ x, Layout rows, const T* __restrict__ delta,
+                                    T* __restrict__ sum, const W* __restrict__ w, T* __restrict__ out, int64_t d,
+                                    float eps) {
+  grid_dependency_wait();
+  static_assert(sizeof(T) == 2, "8 elements per 16-byte vector");
+  const NormRow<T> r(x, rows, delta, sum, out, d);
+  union Vec {
+    uint4 u;
+    T e[8];
+  };
+  const int64_t c = threadIdx.x, j0 = 8 * c;
+  const bool live = j0 < d;
+  float v[8], wv[8];
+  float ss = 0.0f;
+  if (live) {
+    Vec xv, dv;
+    xv.u = __ldg(reinterpret_cast<const uint4*>(r.x) + c);
+    if (r.delta) dv.u = __ldg(reinterpret_cast<const uint4*>(r.delta) + c);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) {
+      v[i] = to_f32(xv.e[i]);
+      wv[i] = w ? to_f32(w[j0 + i]) : 1.0f;
+    }
+    if (r.delta) {
+      Vec sv;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        sv.e[i] = from_f32<T>(v[i] + to_f32(dv.e[i]));
+        v[i] = to_f32(sv.e[i]);
+      }
+      reinterpret_cast<uint4*>(r.sum)[c] = sv.u;
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) ss += v[i] * v[i];
+  }
+  ss = block_sum(ss);
+  if (!live) return;
+  const float inv = rsqrtf(ss / static_cast<float>(d) + eps);
+  Vec o;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) o.e[i] = from_f32<T>(w ? v[i] * inv * wv[i] : v[i] * inv);
+  reinterpret_cast<uint4*>(r.out)[c] = o.u;
+}
+
 }  // namespace tern::cuda::kernels
