@@ -86,6 +86,11 @@ TEST_F(CudaAttention, SdpaPrefill) {
       {2, 4, 2, 200, 517, 128, true, 317, 0, true, false, 0.0f},
       {1, 4, 2, 257, 257, 64, false, 0, 0, false, false, 0.0f},
       {1, 4, 2, 150, 150, 256, true, 0, 0, false, false, 20.0f},
+      // Grids of >= 512 blocks of 128 rows (three waves of a GPU of up to 170 SMs): heads of 128 take
+      // the kernel whose warps own two m-tiles.
+      {4, 32, 8, 400, 400, 128, true, 0, 0, false, false, 0.0f},
+      {4, 32, 8, 390, 600, 128, true, 210, 150, true, false, 0.0f},
+      {4, 32, 4, 385, 385, 128, false, 0, 0, false, false, 30.0f},
   };
   uint32_t seed = 100;
   for (Dtype dt : kFloat) {

@@ -12,7 +12,8 @@ bool flash_eligible(Dtype dt, const SdpaParams& p) {
   if (dt != Dtype::bf16 && dt != Dtype::f16) return false;
   if (p.bias || p.D != p.Dv) return false;
   if (p.D != 64 && p.D != 128 && p.D != 256 && p.D != 512) return false;
-  if ((p.Lq + kernels::kFlashM - 1) / kernels::kFlashM > 65535) return false;  // the grid's y dim holds the query blocks
+  if ((p.Lq + kernels::flash_rows<1>() - 1) / kernels::flash_rows<1>() > 65535)
+    return false;  // the grid's y dim holds the query blocks
   if (!aligned16(p.q) || !aligned16(p.k) || !aligned16(p.v) || !aligned16(p.out)) return false;
   for (int i = 0; i < 3; ++i) {
     if (p.q_stride[i] % 8 || p.k_stride[i] % 8 || p.v_stride[i] % 8) return false;

@@ -1,4 +1,4 @@
-// run_flash<HD, BN[, HDV]> / run_decode<HD, BN, STAGES[, HDV]>: the templated launchers of the tensor-core prefill
+// run_flash<HD, BN[, HDV, MT]> / run_decode<HD, BN, STAGES[, HDV]>: the templated launchers of the tensor-core prefill
 // and decode kernels; each head dim is instantiated in its own attention_flash_<HD>.cu so the instances
 // compile in parallel. With HDV < Dv each runs once per HDV-wide slice of the values.
 #pragma once
@@ -12,12 +12,13 @@
 
 namespace tern::cuda {
 
-template <typename T, int HD, int BN, int HDV>
+template <typename T, int HD, int BN, int HDV, int MT>
 void run_flash_typed(const SdpaParams& p, cudaStream_t s) {
-  constexpr size_t smem = ((kernels::kFlashM + 2 * BN) * (HD + 8) + 2 * BN * (HDV + 8)) * sizeof(T);
+  constexpr int kM = kernels::flash_rows<MT>();
+  constexpr size_t smem = ((kM + 2 * BN) * (HD + 8) + 2 * BN * (HDV + 8)) * sizeof(T);
+  constexpr auto kernel = kernels::attention_flash_kernel<T, HD, BN, HDV, MT>;
   static const bool configured = [] {
-    TERN_CUDA_CHECK(cudaFuncSetAttribute(kernels::attention_flash_kernel<T, HD, BN, HDV>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    TERN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     return true;
   }();
   (void)configured;
@@ -33,21 +34,21 @@ void run_flash_typed(const SdpaParams& p, cudaStream_t s) {
   a.q_offset = p.q_offset;
   a.window = p.window;
   a.kv_len = p.kv_len;
-  const int64_t blocks = (p.Lq + kernels::kFlashM - 1) / kernels::kFlashM;
+  const int64_t blocks = (p.Lq + kM - 1) / kM;
   dim3 grid(static_cast<unsigned>(p.Hq), static_cast<unsigned>(blocks), static_cast<unsigned>(p.B));
   for (int64_t c = 0; c < p.Dv; c += HDV) {  // the value slices [c, c + HDV)
     a.v = static_cast<const T*>(p.v) + c;
     a.out = static_cast<T*>(p.out) + c;
-    launch_kernel(kernels::attention_flash_kernel<T, HD, BN, HDV>, grid, kernels::kFlashWarps * 32, smem, s, a);
+    launch_kernel(kernel, grid, kernels::kFlashWarps * 32, smem, s, a);
   }
 }
 
-template <int HD, int BN, int HDV = HD>
+template <int HD, int BN, int HDV = HD, int MT = 1>
 void run_flash(Dtype dt, const SdpaParams& p, cudaStream_t s) {
   if (dt == Dtype::bf16) {
-    run_flash_typed<__nv_bfloat16, HD, BN, HDV>(p, s);
+    run_flash_typed<__nv_bfloat16, HD, BN, HDV, MT>(p, s);
   } else {
-    run_flash_typed<__half, HD, BN, HDV>(p, s);
+    run_flash_typed<__half, HD, BN, HDV, MT>(p, s);
   }
 }
 

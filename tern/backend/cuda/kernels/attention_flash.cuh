@@ -1,5 +1,5 @@
 // Flash-attention prefill on tensor cores (mma.sync m16n8k16, bf16/f16 in, f32 accumulate), FA2
-// style: a block owns 64 query rows of one head (4 warps x 16 rows), walks the visible key tiles with
+// style: a block owns 64 MT query rows of one head (4 warps x MT m-tiles of 16 rows), walks the visible key tiles with
 // an online softmax kept in registers, and reads K/V of the query head's kv group (GQA). Masks:
 // causal with q_offset, sliding window, per-batch kv_len; optional logit softcap. HD is the q/k head dim
 // and HDV the value dims one launch produces (HD itself, or a 256-wide slice of wider values: Gemma 4's
@@ -25,7 +25,6 @@ struct FlashArgs {
   const int32_t* kv_len;
 };
 
-constexpr int kFlashM = 64;  // query rows per block
 constexpr int kFlashWarps = 4;
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -150,24 +149,32 @@ __device__ __forceinline__ float fast_exp2(float x) {
   return y;
 }
 
+// Query rows of one prefill block whose warps each own MT m-tiles of 16 rows.
+template <int MT>
+constexpr int flash_rows() {
+  return kFlashWarps * 16 * MT;
+}
+
 // Grid: (Hq, query blocks, B). Under a causal mask the query blocks run last-first, so the blocks with
 // the most keys start in the first wave and the short ones fill the tail; the heads of one kv group are
-// neighbours in the launch order and share its K/V tiles in L2.
-template <typename T, int HD, int BN, int HDV = HD>
+// neighbours in the launch order and share its K/V tiles in L2. Each warp owns MT m-tiles of 16 query
+// rows: every K/V fragment it reads from shared memory feeds MT tensor-core products.
+template <typename T, int HD, int BN, int HDV = HD, int MT = 1>
 __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(FlashArgs a) {
   grid_dependency_wait();
   extern __shared__ __align__(16) unsigned char flash_smem[];
+  constexpr int kM = flash_rows<MT>();
   constexpr int kStride = HD + 8, kVStride = HDV + 8;
   constexpr int kStage = BN * (kStride + kVStride);
-  constexpr bool kQRegs = HD <= 128;  // wider heads read Q from shared memory (registers run out)
+  constexpr bool kQRegs = HD <= 128 && MT == 1;  // otherwise Q is read from shared memory (registers run out)
   // Q, then two stages of (K, V): the next tile streams in while this one is computed.
   T* sq = reinterpret_cast<T*>(flash_smem);
-  T* const kv_base = sq + kFlashM * kStride;  // stage s: K at kv_base + kStage * s, V after it
+  T* const kv_base = sq + kM * kStride;  // stage s: K at kv_base + kStage * s, V after it
 
   const int64_t b = blockIdx.z, h = blockIdx.x;
   const int64_t hk = h / (a.Hq / a.Hkv);
   const int64_t mb = a.causal ? gridDim.y - 1 - blockIdx.y : blockIdx.y;
-  const int64_t m0 = mb * kFlashM;
+  const int64_t m0 = mb * kM;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, t = lane & 3;
 
@@ -178,34 +185,42 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
   // Keys any row of this block may see: [lo_min, hi_max).
   int64_t lk = a.Lk;
   if (a.kv_len) lk = min(lk, static_cast<int64_t>(a.kv_len[b]));
-  const int64_t last_row = min(m0 + kFlashM, a.Lq) - 1;
+  const int64_t last_row = min(m0 + kM, a.Lq) - 1;
   const int64_t hi_max = a.causal ? min(lk, last_row + a.q_offset + 1) : lk;
   const int64_t lo_min = a.window > 0 ? max(int64_t(0), m0 + a.q_offset - a.window + 1) : 0;
 
-  load_tile_async<T, HD>(sq, qg, a.qs[2], kFlashM, static_cast<int>(min(static_cast<int64_t>(kFlashM), a.Lq - m0)));
+  load_tile_async<T, HD>(sq, qg, a.qs[2], kM, static_cast<int>(min(static_cast<int64_t>(kM), a.Lq - m0)));
   cp_async_commit();  // group: Q
 
-  // This thread's two rows (g and g + 8 of the warp's 16) and their visible ranges.
-  int64_t row_i[2], row_lo[2], row_hi[2];
+  // This thread's rows (g and g + 8 of each of the warp's m-tiles) and their visible ranges.
+  const int64_t w0 = m0 + warp * 16 * MT;
+  int64_t row_i[MT][2], row_lo[MT][2], row_hi[MT][2];
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    row_i[r] = m0 + warp * 16 + g + 8 * r;
-    row_hi[r] = a.causal ? min(lk, row_i[r] + a.q_offset + 1) : lk;
-    row_lo[r] = a.window > 0 ? max(int64_t(0), row_i[r] + a.q_offset - a.window + 1) : 0;
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      row_i[mt][r] = w0 + mt * 16 + g + 8 * r;
+      row_hi[mt][r] = a.causal ? min(lk, row_i[mt][r] + a.q_offset + 1) : lk;
+      row_lo[mt][r] = a.window > 0 ? max(int64_t(0), row_i[mt][r] + a.q_offset - a.window + 1) : 0;
+    }
   }
   // The keys every row of this warp sees: a tile inside [full_lo, full_hi) needs no mask.
-  const int64_t w0 = m0 + warp * 16;
   const int64_t full_hi = a.causal ? min(lk, w0 + a.q_offset + 1) : lk;
-  const int64_t full_lo = a.window > 0 ? max(int64_t(0), w0 + 15 + a.q_offset - a.window + 1) : 0;
+  const int64_t full_lo = a.window > 0 ? max(int64_t(0), w0 + 16 * MT - 1 + a.q_offset - a.window + 1) : 0;
   // Scores enter the softmax in base 2 as s * mult; a softcap (or a scale that is not positive, which
   // would turn the row max around) is applied to the scores first.
   const bool pre = a.softcap > 0.0f || !(a.scale > 0.0f);
   const float mult = pre ? 1.0f : a.scale * kLog2e;
 
-  float o[HDV / 8][4];
+  float o[MT][HDV / 8][4];
+  float row_m[MT][2], row_l[MT][2];
 #pragma unroll
-  for (int i = 0; i < HDV / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int i = 0; i < HDV / 8; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
+    row_m[mt][0] = row_m[mt][1] = -INFINITY;
+    row_l[mt][0] = row_l[mt][1] = 0.0f;
+  }
 
   const int64_t first = (lo_min / BN) * BN;
   auto issue = [&](int64_t n0, int stage) {
@@ -231,92 +246,128 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
     const T* sk = kv_base + stage * kStage;
     const T* sv = sk + BN * kStride;
 
-    // S = Q K^T for the warp's 16 rows and BN keys.
-    float s[BN / 8][4];
+    // S = Q K^T for the warp's rows and BN keys.
+    float s[MT][BN / 8][4];
     if constexpr (kQRegs) {
-      warp_qk_regs<T, HD, BN>(qa, sk, s);
+      warp_qk_regs<T, HD, BN>(qa, sk, s[0]);
+    } else if constexpr (MT == 1) {
+      warp_qk<T, HD, BN>(sq + warp * 16 * kStride, sk, s[0]);
     } else {
-      warp_qk<T, HD, BN>(sq + warp * 16 * kStride, sk, s);
-    }
-
-    // Softcap, mask (only tiles that cross a row's visible range), online softmax in base 2.
-    if (pre) {
 #pragma unroll
-      for (int i = 0; i < BN / 8; ++i) {
+      for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = s[i][e];
-          s[i][e] = a.softcap > 0.0f ? a.softcap * tanhf(x * a.scale / a.softcap) * kLog2e : x * a.scale * kLog2e;
+        for (int i = 0; i < BN / 8; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
+      }
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; ++kk) {
+        uint32_t q2[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          ldmatrix_x4(q2[mt][0], q2[mt][1], q2[mt][2], q2[mt][3],
+                      sq + ((warp * MT + mt) * 16 + (lane & 15)) * kStride + kk * 16 + (lane >> 4) * 8);
+        }
+#pragma unroll
+        for (int nn = 0; nn < BN / 16; ++nn) {
+          const int mi = lane >> 3, r = lane & 7;
+          uint32_t b0, b1, b2, b3;
+          ldmatrix_x4(b0, b1, b2, b3, sk + (nn * 16 + r + 8 * (mi >> 1)) * kStride + kk * 16 + 8 * (mi & 1));
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma16816<T>(s[mt][2 * nn], q2[mt], b0, b1);
+            mma16816<T>(s[mt][2 * nn + 1], q2[mt], b2, b3);
+          }
         }
       }
     }
-    if (n0 < full_lo || n0 + BN > full_hi) {
-      const int64_t j0 = n0 + 2 * t;
+
+    // Softcap, mask (only tiles that cross a row's visible range), online softmax in base 2.
+    const bool masked = n0 < full_lo || n0 + BN > full_hi;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      if (pre) {
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float x = s[mt][i][e];
+            s[mt][i][e] = a.softcap > 0.0f ? a.softcap * tanhf(x * a.scale / a.softcap) * kLog2e : x * a.scale * kLog2e;
+          }
+        }
+      }
+      if (masked) {
+        const int64_t j0 = n0 + 2 * t;
+#pragma unroll
+        for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = e >> 1;
+            const int64_t j = j0 + i * 8 + (e & 1);
+            if (j < row_lo[mt][r] || j >= row_hi[mt][r]) s[mt][i][e] = -INFINITY;
+          }
+        }
+      }
+      float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int i = 0; i < BN / 8; ++i) {
+        tile_max[0] = fmaxf(tile_max[0], fmaxf(s[mt][i][0], s[mt][i][1]));
+        tile_max[1] = fmaxf(tile_max[1], fmaxf(s[mt][i][2], s[mt][i][3]));
+      }
+      float corr[2], m_scaled[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
+        tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
+        const float m_new = fmaxf(row_m[mt][r], tile_max[r]);
+        corr[r] = m_new == -INFINITY ? 1.0f : fast_exp2((row_m[mt][r] - m_new) * mult);
+        m_scaled[r] = m_new == -INFINITY ? 0.0f : m_new * mult;  // a row with nothing visible yet gives p = 0
+        row_m[mt][r] = m_new;
+      }
+      float tile_sum[2] = {0.0f, 0.0f};
 #pragma unroll
       for (int i = 0; i < BN / 8; ++i) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = e >> 1;
-          const int64_t j = j0 + i * 8 + (e & 1);
-          if (j < row_lo[r] || j >= row_hi[r]) s[i][e] = -INFINITY;
+          const float p = fast_exp2(fmaf(s[mt][i][e], mult, -m_scaled[r]));
+          s[mt][i][e] = p;
+          tile_sum[r] += p;
         }
       }
-    }
-    float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-    for (int i = 0; i < BN / 8; ++i) {
-      tile_max[0] = fmaxf(tile_max[0], fmaxf(s[i][0], s[i][1]));
-      tile_max[1] = fmaxf(tile_max[1], fmaxf(s[i][2], s[i][3]));
-    }
-    float corr[2], m_scaled[2];
+      for (int r = 0; r < 2; ++r) row_l[mt][r] = row_l[mt][r] * corr[r] + tile_sum[r];
+      // Once the rows' maxima settle, most tiles change none of the warp's: it skips the rescale then.
+      if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 1));
-      tile_max[r] = fmaxf(tile_max[r], __shfl_xor_sync(0xffffffffu, tile_max[r], 2));
-      const float m_new = fmaxf(row_m[r], tile_max[r]);
-      corr[r] = m_new == -INFINITY ? 1.0f : fast_exp2((row_m[r] - m_new) * mult);
-      m_scaled[r] = m_new == -INFINITY ? 0.0f : m_new * mult;  // a row with nothing visible yet gives p = 0
-      row_m[r] = m_new;
-    }
-    float tile_sum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int i = 0; i < BN / 8; ++i) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int r = e >> 1;
-        const float p = fast_exp2(fmaf(s[i][e], mult, -m_scaled[r]));
-        s[i][e] = p;
-        tile_sum[r] += p;
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < 2; ++r) row_l[r] = row_l[r] * corr[r] + tile_sum[r];
-    // Once the rows' maxima settle, most tiles change none of the warp's: it skips the rescale then.
-    if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
-#pragma unroll
-      for (int i = 0; i < HDV / 8; ++i) {
-        o[i][0] *= corr[0];
-        o[i][1] *= corr[0];
-        o[i][2] *= corr[1];
-        o[i][3] *= corr[1];
+        for (int i = 0; i < HDV / 8; ++i) {
+          o[mt][i][0] *= corr[0];
+          o[mt][i][1] *= corr[0];
+          o[mt][i][2] *= corr[1];
+          o[mt][i][3] *= corr[1];
+        }
       }
     }
 
     // O += P V: P's accumulators become A fragments directly.
 #pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk) {
-      uint32_t pa[4];
-      pa[0] = pack2<T>(s[2 * kk][0], s[2 * kk][1]);
-      pa[1] = pack2<T>(s[2 * kk][2], s[2 * kk][3]);
-      pa[2] = pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-      pa[3] = pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+      uint32_t pa[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        pa[mt][0] = pack2<T>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+        pa[mt][1] = pack2<T>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+        pa[mt][2] = pack2<T>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+        pa[mt][3] = pack2<T>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+      }
 #pragma unroll
       for (int dd = 0; dd < HDV / 16; ++dd) {
         const int mi = lane >> 3, r = lane & 7;
         uint32_t b0, b1, b2, b3;
         ldmatrix_x4_trans(b0, b1, b2, b3, sv + (kk * 16 + r + 8 * (mi & 1)) * kVStride + dd * 16 + 8 * (mi >> 1));
-        mma16816<T>(o[2 * dd], pa, b0, b1);
-        mma16816<T>(o[2 * dd + 1], pa, b2, b3);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma16816<T>(o[mt][2 * dd], pa[mt], b0, b1);
+          mma16816<T>(o[mt][2 * dd + 1], pa[mt], b2, b3);
+        }
       }
     }
     __syncthreads();  // this stage is refilled two tiles from now
@@ -324,24 +375,23 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
   cp_async_wait<0>();
 
   // Row sums across the 4 threads of each row group, then normalise and store.
-  float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = row_l[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    inv[r] = l > 0.0f ? 1.0f / l : 0.0f;
-  }
   T* og = static_cast<T*>(a.out) + ((b * a.Hq + h) * a.Lq) * a.os;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    if (row_i[r] >= a.Lq) continue;
-    T* orow = og + row_i[r] * a.os;
+  for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-    for (int i = 0; i < HDV / 8; ++i) {
-      const int d = i * 8 + 2 * t;
-      orow[d] = from_f32<T>(o[i][2 * r] * inv[r]);
-      orow[d + 1] = from_f32<T>(o[i][2 * r + 1] * inv[r]);
+    for (int r = 0; r < 2; ++r) {
+      float l = row_l[mt][r];
+      l += __shfl_xor_sync(0xffffffffu, l, 1);
+      l += __shfl_xor_sync(0xffffffffu, l, 2);
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      if (row_i[mt][r] >= a.Lq) continue;
+      T* orow = og + row_i[mt][r] * a.os;
+#pragma unroll
+      for (int i = 0; i < HDV / 8; ++i) {
+        const int d = i * 8 + 2 * t;
+        orow[d] = from_f32<T>(o[mt][i][2 * r] * inv);
+        orow[d + 1] = from_f32<T>(o[mt][i][2 * r + 1] * inv);
+      }
     }
   }
 }
