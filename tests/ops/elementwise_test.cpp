@@ -9,20 +9,12 @@
 #include <limits>
 #include <random>
 
+#include "tests/ops/ops_test_util.h"
+
 namespace tern {
 namespace {
 
-Tensor random(const Shape& shape, Dtype dt, uint32_t seed, float lo = -2.0f, float hi = 2.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  Tensor t = Tensor::empty(shape, dt);
-  dispatch_dtype(dt, [&](auto tag) {
-    using T = decltype(tag);
-    T* p = static_cast<T*>(t.data_ptr());
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = T(u(rng));
-  });
-  return t;
-}
+using ops_test::random_uniform;
 
 // Rounds a float to what storing it in dt keeps.
 float round_to(float v, Dtype dt) {
@@ -69,7 +61,7 @@ std::vector<BinCase> bin_cases() {
 TEST(Binary, AllOpsOddSizes) {
   for (int64_t n : {1, 7, 33, 129}) {
     for (const Shape& s : {Shape{n}, Shape{3, n}}) {
-      Tensor a = random(s, Dtype::f32, 1), b = random(s, Dtype::f32, 2, 0.5f, 3.0f);
+      Tensor a = random_uniform(s, Dtype::f32, 1), b = random_uniform(s, Dtype::f32, 2, 0.5f, 3.0f);
       for (const BinCase& c : bin_cases()) {
         Tensor out = ops::binary(a, b, c.op);
         EXPECT_EQ(out.shape(), s);
@@ -80,8 +72,8 @@ TEST(Binary, AllOpsOddSizes) {
 }
 
 TEST(Binary, Broadcasting) {
-  Tensor a = random({5, 7}, Dtype::f32, 3);
-  Tensor row = random({7}, Dtype::f32, 4), col = random({5, 1}, Dtype::f32, 5);
+  Tensor a = random_uniform({5, 7}, Dtype::f32, 3);
+  Tensor row = random_uniform({7}, Dtype::f32, 4), col = random_uniform({5, 1}, Dtype::f32, 5);
   Tensor scalar = Tensor::from_vector(std::vector<float>{1.5f}, {});
   auto add = [](float x, float y) { return x + y; };
   auto mul = [](float x, float y) { return x * y; };
@@ -98,15 +90,15 @@ TEST(Binary, Broadcasting) {
   EXPECT_EQ(b0.strides()[0], 0);
   EXPECT_EQ(ops::sub(a, b0).to_f32_vector(),
             ref_binary(a, b0, {5, 7}, [](float x, float y) { return x - y; }, Dtype::f32));
-  Tensor c = random({2, 1, 7}, Dtype::f32, 6);
+  Tensor c = random_uniform({2, 1, 7}, Dtype::f32, 6);
   EXPECT_EQ(ops::add(c, a).shape(), (Shape{2, 5, 7}));
   EXPECT_EQ(ops::add(c, a).to_f32_vector(), ref_binary(c, a, {2, 5, 7}, add, Dtype::f32));
 }
 
 TEST(Binary, NonContiguousOperands) {
-  Tensor base = random({7, 5}, Dtype::f32, 7);
+  Tensor base = random_uniform({7, 5}, Dtype::f32, 7);
   Tensor a = base.transpose(0, 1);                                  // [5, 7], strides [1, 5]
-  Tensor b = random({5, 14}, Dtype::f32, 8, 1.0f, 2.0f).slice(1, 0, 14, 2);  // [5, 7], strides [14, 2]
+  Tensor b = random_uniform({5, 14}, Dtype::f32, 8, 1.0f, 2.0f).slice(1, 0, 14, 2);  // [5, 7], strides [14, 2]
   for (const BinCase& c : bin_cases()) {
     EXPECT_EQ(ops::binary(a, b, c.op).to_f32_vector(), ref_binary(a, b, {5, 7}, c.f, Dtype::f32));
   }
@@ -114,7 +106,7 @@ TEST(Binary, NonContiguousOperands) {
 
 TEST(Binary, HalfDtypesRoundOnce) {
   for (Dtype dt : {Dtype::bf16, Dtype::f16}) {
-    Tensor a = random({3, 33}, dt, 9), b = random({33}, dt, 10, 0.5f, 2.0f);
+    Tensor a = random_uniform({3, 33}, dt, 9), b = random_uniform({33}, dt, 10, 0.5f, 2.0f);
     for (const BinCase& c : bin_cases()) {
       Tensor out = ops::binary(a, b, c.op);
       EXPECT_EQ(out.dtype(), dt);
@@ -151,38 +143,38 @@ TEST(Binary, IntegerDtypes) {
 }
 
 TEST(Binary, BadInput) {
-  Tensor a = random({3, 4}, Dtype::f32, 11);
+  Tensor a = random_uniform({3, 4}, Dtype::f32, 11);
   try {
-    ops::add(a, random({3, 5}, Dtype::f32, 12));
+    ops::add(a, random_uniform({3, 5}, Dtype::f32, 12));
     FAIL() << "expected a broadcast error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("[add] expected broadcastable shapes, got [3, 4] and [3, 5]"),
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(ops::mul(a, random({3, 4}, Dtype::bf16, 13)), Error);
+  EXPECT_THROW(ops::mul(a, random_uniform({3, 4}, Dtype::bf16, 13)), Error);
   EXPECT_THROW(ops::add(a, Tensor()), Error);
 }
 
 TEST(Binary, InPlace) {
-  Tensor a = random({4, 33}, Dtype::f32, 14);
-  Tensor b = random({33}, Dtype::f32, 15);
+  Tensor a = random_uniform({4, 33}, Dtype::f32, 14);
+  Tensor b = random_uniform({33}, Dtype::f32, 15);
   std::vector<float> want = ref_binary(a, b, {4, 33}, [](float x, float y) { return x * y; }, Dtype::f32);
   void* p = a.data_ptr();
   ops::binary_(a, b, ops::BinaryOp::mul);
   EXPECT_EQ(a.data_ptr(), p);
   EXPECT_EQ(a.to_f32_vector(), want);
-  Tensor t = random({33, 4}, Dtype::f32, 16).transpose(0, 1);
+  Tensor t = random_uniform({33, 4}, Dtype::f32, 16).transpose(0, 1);
   EXPECT_THROW(ops::binary_(t, b, ops::BinaryOp::add), Error);
-  Tensor narrow = random({4, 1}, Dtype::f32, 17);
+  Tensor narrow = random_uniform({4, 1}, Dtype::f32, 17);
   EXPECT_THROW(ops::binary_(narrow, a, ops::BinaryOp::add), Error);
 }
 
 TEST(Binary, LargeParallel) {
   const int64_t n = 100003;  // several parallel_for blocks, a ragged tail
-  Tensor a = random({n}, Dtype::f32, 18), b = random({n}, Dtype::f32, 19);
+  Tensor a = random_uniform({n}, Dtype::f32, 18), b = random_uniform({n}, Dtype::f32, 19);
   EXPECT_EQ(ops::add(a, b).to_f32_vector(), ref_binary(a, b, {n}, [](float x, float y) { return x + y; }, Dtype::f32));
-  Tensor m = random({3, n}, Dtype::bf16, 20), r = random({n}, Dtype::bf16, 21);
+  Tensor m = random_uniform({3, n}, Dtype::bf16, 20), r = random_uniform({n}, Dtype::bf16, 21);
   EXPECT_EQ(ops::mul(m, r).to_f32_vector(),
             ref_binary(m, r, {3, n}, [](float x, float y) { return x * y; }, Dtype::bf16));
 }
@@ -217,7 +209,7 @@ std::vector<UnCase> un_cases() {
 TEST(Unary, AllOpsAgainstDoubleReference) {
   for (const UnCase& c : un_cases()) {
     for (int64_t n : {1, 7, 129}) {
-      Tensor x = random({2, n}, Dtype::f32, 30 + static_cast<uint32_t>(n), c.lo, c.hi);
+      Tensor x = random_uniform({2, n}, Dtype::f32, 30 + static_cast<uint32_t>(n), c.lo, c.hi);
       std::vector<float> xv = x.to_f32_vector(), want(xv.size());
       for (size_t i = 0; i < xv.size(); ++i) want[i] = static_cast<float>(c.f(xv[i]));
       SCOPED_TRACE(static_cast<int>(c.op));
@@ -228,12 +220,12 @@ TEST(Unary, AllOpsAgainstDoubleReference) {
 
 TEST(Unary, StridedAndHalfInputs) {
   for (const UnCase& c : un_cases()) {
-    Tensor x = random({33, 6}, Dtype::f32, 40, c.lo, c.hi).transpose(0, 1);  // [6, 33], strides [1, 6]
+    Tensor x = random_uniform({33, 6}, Dtype::f32, 40, c.lo, c.hi).transpose(0, 1);  // [6, 33], strides [1, 6]
     std::vector<float> xv = x.to_f32_vector(), want(xv.size());
     for (size_t i = 0; i < xv.size(); ++i) want[i] = static_cast<float>(c.f(xv[i]));
     expect_near_all(ops::unary(x, c.op).to_f32_vector(), want, 2e-6f, 1e-6f);
     for (Dtype dt : {Dtype::bf16, Dtype::f16}) {
-      Tensor h = random({5, 7}, dt, 41, c.lo, std::min(c.hi, 10.0f));
+      Tensor h = random_uniform({5, 7}, dt, 41, c.lo, std::min(c.hi, 10.0f));
       std::vector<float> hv = h.to_f32_vector(), hw(hv.size());
       for (size_t i = 0; i < hv.size(); ++i) hw[i] = static_cast<float>(c.f(hv[i]));
       Tensor out = ops::unary(h, c.op);
@@ -267,7 +259,7 @@ TEST(Unary, RejectsIntegers) {
 }
 
 TEST(Affine, ScaleShiftAndSoftcap) {
-  Tensor x = random({7, 33}, Dtype::f32, 50, -60, 60).slice(1, 1, 33, 2);
+  Tensor x = random_uniform({7, 33}, Dtype::f32, 50, -60, 60).slice(1, 1, 33, 2);
   std::vector<float> xv = x.to_f32_vector(), aff(xv.size()), cap(xv.size());
   for (size_t i = 0; i < xv.size(); ++i) {
     aff[i] = xv[i] * 0.5f + 3.0f;
@@ -276,7 +268,7 @@ TEST(Affine, ScaleShiftAndSoftcap) {
   expect_near_all(ops::affine(x, 0.5f, 3.0f).to_f32_vector(), aff, 1e-6f, 1e-6f);
   EXPECT_EQ(ops::scale(x, 0.5f).to_f32_vector(), ops::affine(x, 0.5f).to_f32_vector());
   expect_near_all(ops::softcap(x, 30.0f).to_f32_vector(), cap, 2e-6f, 1e-6f);
-  Tensor h = random({9}, Dtype::bf16, 51);
+  Tensor h = random_uniform({9}, Dtype::bf16, 51);
   std::vector<float> hv = h.to_f32_vector();
   std::vector<float> got = ops::affine(h, 2.0f, 1.0f).to_f32_vector();
   for (size_t i = 0; i < hv.size(); ++i) EXPECT_EQ(got[i], static_cast<float>(bf16(hv[i] * 2.0f + 1.0f)));
@@ -286,7 +278,7 @@ TEST(Affine, ScaleShiftAndSoftcap) {
 TEST(Gated, SwigluGegluOnFusedProjection) {
   // gate and up as the two halves of one [N, 2F] projection: strided views.
   for (int64_t f : {1, 7, 129}) {
-    Tensor fused = random({3, 2 * f}, Dtype::f32, 60, -6, 6);
+    Tensor fused = random_uniform({3, 2 * f}, Dtype::f32, 60, -6, 6);
     Tensor gate = fused.slice(-1, 0, f), up = fused.slice(-1, f, 2 * f);
     std::vector<float> g = gate.to_f32_vector(), u = up.to_f32_vector();
     std::vector<float> sw(g.size()), gt(g.size()), ge(g.size());
@@ -300,14 +292,14 @@ TEST(Gated, SwigluGegluOnFusedProjection) {
     expect_near_all(ops::geglu(gate, up, true).to_f32_vector(), gt, 3e-6f, 1e-6f);
     expect_near_all(ops::geglu(gate, up, false).to_f32_vector(), ge, 3e-6f, 1e-6f);
   }
-  Tensor hg = random({4, 33}, Dtype::bf16, 61), hu = random({4, 33}, Dtype::bf16, 62);
+  Tensor hg = random_uniform({4, 33}, Dtype::bf16, 61), hu = random_uniform({4, 33}, Dtype::bf16, 62);
   std::vector<float> g = hg.to_f32_vector(), u = hu.to_f32_vector(), want(g.size());
   for (size_t i = 0; i < g.size(); ++i) want[i] = static_cast<float>(g[i] / (1.0 + std::exp(-g[i])) * u[i]);
   Tensor out = ops::swiglu(hg, hu);
   EXPECT_EQ(out.dtype(), Dtype::bf16);
   expect_near_all(out.to_f32_vector(), want, 8e-3f, 1e-6f);
-  EXPECT_THROW(ops::swiglu(hg, random({4, 32}, Dtype::bf16, 63)), Error);
-  EXPECT_THROW(ops::swiglu(hg, random({4, 33}, Dtype::f32, 64)), Error);
+  EXPECT_THROW(ops::swiglu(hg, random_uniform({4, 32}, Dtype::bf16, 63)), Error);
+  EXPECT_THROW(ops::swiglu(hg, random_uniform({4, 33}, Dtype::f32, 64)), Error);
 }
 
 TEST(Cast, EveryDtypePair) {
@@ -360,7 +352,7 @@ TEST(Cast, RoundingTruncationAndStrides) {
   EXPECT_EQ(ops::cast(big, Dtype::i32).data<int32_t>()[2], 0);
   EXPECT_EQ(ops::cast(big, Dtype::u8).data<uint8_t>()[3], 255);
   // Strided source, several blocks.
-  Tensor s = random({129, 7}, Dtype::f32, 70).transpose(0, 1);
+  Tensor s = random_uniform({129, 7}, Dtype::f32, 70).transpose(0, 1);
   std::vector<float> sv = s.to_f32_vector(), got = ops::cast(s, Dtype::bf16).to_f32_vector();
   for (size_t i = 0; i < sv.size(); ++i) EXPECT_EQ(got[i], static_cast<float>(bf16(sv[i])));
   Tensor back = ops::cast(ops::cast(s, Dtype::f16), Dtype::f32);
@@ -370,7 +362,7 @@ TEST(Cast, RoundingTruncationAndStrides) {
 
 TEST(Elementwise, EmptyTensors) {
   Tensor e = Tensor::empty({0, 5}, Dtype::f32);
-  EXPECT_EQ(ops::add(e, random({5}, Dtype::f32, 80)).shape(), (Shape{0, 5}));
+  EXPECT_EQ(ops::add(e, random_uniform({5}, Dtype::f32, 80)).shape(), (Shape{0, 5}));
   EXPECT_EQ(ops::silu(e).numel(), 0);
   EXPECT_EQ(ops::cast(e, Dtype::bf16).shape(), (Shape{0, 5}));
 }

@@ -9,21 +9,12 @@
 #include <string>
 
 #include "tern/ops/elementwise.h"
+#include "tests/ops/ops_test_util.h"
 
 namespace tern {
 namespace {
 
-Tensor random(const Shape& shape, Dtype dt, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-  Tensor t = Tensor::empty(shape, dt);
-  dispatch_dtype(dt, [&](auto tag) {
-    using T = decltype(tag);
-    T* p = static_cast<T*>(t.data_ptr());
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = T(u(rng));
-  });
-  return t;
-}
+using ops_test::random_uniform;
 
 float round_to(float v, Dtype dt) {
   if (dt == Dtype::bf16) return bf16(v);
@@ -43,7 +34,7 @@ std::vector<float> ref_embedding(const Tensor& table, const std::vector<int64_t>
 
 TEST(Embedding, GatherI32AndI64) {
   for (int64_t d : {1, 7, 129}) {
-    Tensor table = random({10, d}, Dtype::f32, static_cast<uint32_t>(d));
+    Tensor table = random_uniform({10, d}, Dtype::f32, static_cast<uint32_t>(d));
     std::vector<int32_t> ids32 = {3, 0, 9, 3, 5, 1};
     std::vector<int64_t> ids64(ids32.begin(), ids32.end());
     Tensor a = ops::embedding(table, Tensor::from_vector(ids32, {2, 3}), Dtype::f32);
@@ -53,7 +44,7 @@ TEST(Embedding, GatherI32AndI64) {
     EXPECT_EQ(b.shape(), (Shape{6, d}));
     EXPECT_EQ(b.to_f32_vector(), ref_embedding(table, ids64, Dtype::f32));
   }
-  Tensor table = random({4, 3}, Dtype::f32, 1);
+  Tensor table = random_uniform({4, 3}, Dtype::f32, 1);
   Tensor one = ops::embedding(table, Tensor::from_vector(std::vector<int64_t>{2}, {}), Dtype::f32);
   EXPECT_EQ(one.shape(), (Shape{3}));
   EXPECT_EQ(one.to_f32_vector(), ref_embedding(table, {2}, Dtype::f32));
@@ -64,27 +55,27 @@ TEST(Embedding, DtypesAndStrides) {
   Tensor idt = Tensor::from_vector(ids, {5});
   for (Dtype td : {Dtype::f32, Dtype::bf16, Dtype::f16}) {
     for (Dtype od : {Dtype::f32, Dtype::bf16, Dtype::f16}) {
-      Tensor table = random({5, 33}, td, 2);
+      Tensor table = random_uniform({5, 33}, td, 2);
       Tensor y = ops::embedding(table, idt, od);
       EXPECT_EQ(y.dtype(), od);
       EXPECT_EQ(y.to_f32_vector(), ref_embedding(table, ids, od)) << dtype_name(td) << " -> " << dtype_name(od);
     }
   }
   // A transposed table ([D, V] stored, [V, D] viewed) and strided ids.
-  Tensor table = random({33, 5}, Dtype::bf16, 3).transpose(0, 1);
+  Tensor table = random_uniform({33, 5}, Dtype::bf16, 3).transpose(0, 1);
   std::vector<int32_t> padded = {1, -7, 4, -7, 4, -7, 0, -7, 2, -7};
   Tensor sid = Tensor::from_vector(padded, {10}).slice(0, 0, 10, 2);
   EXPECT_EQ(ops::embedding(table, sid, Dtype::f32).to_f32_vector(), ref_embedding(table, ids, Dtype::f32));
   // Many ids: the parallel path.
   std::vector<int64_t> many(5000);
   for (size_t i = 0; i < many.size(); ++i) many[i] = static_cast<int64_t>(i * 7 % 5);
-  Tensor big = random({5, 64}, Dtype::f32, 4);
+  Tensor big = random_uniform({5, 64}, Dtype::f32, 4);
   EXPECT_EQ(ops::embedding(big, Tensor::from_vector(many, {50, 100}), Dtype::bf16).to_f32_vector(),
             ref_embedding(big, many, Dtype::bf16));
 }
 
 TEST(Embedding, OutOfRangeIds) {
-  Tensor table = random({10, 4}, Dtype::f32, 5);
+  Tensor table = random_uniform({10, 4}, Dtype::f32, 5);
   try {
     ops::embedding(table, Tensor::from_vector(std::vector<int32_t>{1, 12, 3}, {3}), Dtype::f32);
     FAIL() << "expected an out-of-range error";
@@ -96,7 +87,7 @@ TEST(Embedding, OutOfRangeIds) {
   EXPECT_THROW(ops::embedding(table, Tensor::from_vector(std::vector<int64_t>{10}, {1}), Dtype::f32), Error);
   EXPECT_THROW(ops::embedding(table, Tensor::from_vector(std::vector<float>{1}, {1}), Dtype::f32), Error);
   EXPECT_THROW(ops::embedding(table, Tensor::from_vector(std::vector<int64_t>{1}, {1}), Dtype::i32), Error);
-  EXPECT_THROW(ops::embedding(random({10}, Dtype::f32, 6), Tensor::from_vector(std::vector<int64_t>{1}, {1}),
+  EXPECT_THROW(ops::embedding(random_uniform({10}, Dtype::f32, 6), Tensor::from_vector(std::vector<int64_t>{1}, {1}),
                               Dtype::f32),
                Error);
   EXPECT_EQ(ops::embedding(table, Tensor::empty({0}, Dtype::i64), Dtype::f32).shape(), (Shape{0, 4}));
@@ -115,8 +106,8 @@ std::vector<float> ref_scatter(const Tensor& table, const std::vector<int64_t>& 
 TEST(ScatterRows, WritesRowsAtIds) {
   for (Dtype dt : {Dtype::f32, Dtype::bf16, Dtype::f16}) {
     for (Dtype id_dt : {Dtype::i32, Dtype::i64}) {
-      Tensor table = random({12, 5}, dt, 7);
-      Tensor rows = random({4, 5}, dt, 8);
+      Tensor table = random_uniform({12, 5}, dt, 7);
+      Tensor rows = random_uniform({4, 5}, dt, 8);
       std::vector<int64_t> ids = {11, 0, 6, 3};
       std::vector<float> want = ref_scatter(table, ids, rows);
       Tensor idt = id_dt == Dtype::i64 ? Tensor::from_vector(ids, {4})
@@ -126,24 +117,24 @@ TEST(ScatterRows, WritesRowsAtIds) {
     }
   }
   // One column: a vocab row seen as [V, 1], the way a sampler patches a few logits.
-  Tensor row = random({1000, 1}, Dtype::f32, 9);
+  Tensor row = random_uniform({1000, 1}, Dtype::f32, 9);
   Tensor vals = Tensor::from_vector(std::vector<float>{-INFINITY, 5.0f, -1.5f}, {3, 1});
   std::vector<int64_t> ids = {999, 17, 500};
   std::vector<float> want = ref_scatter(row, ids, vals);
   ops::scatter_rows(row, Tensor::from_vector(ids, {3}), vals);
   EXPECT_EQ(row.to_f32_vector(), want);
   // Strided ids and rows are read through their strides.
-  Tensor table = random({8, 3}, Dtype::f32, 10);
+  Tensor table = random_uniform({8, 3}, Dtype::f32, 10);
   Tensor sid = Tensor::from_vector(std::vector<int64_t>{1, 99, 4, 99, 6}, {5}).slice(0, 0, 5, 2);
-  Tensor srows = random({3, 3}, Dtype::f32, 11).transpose(0, 1);
+  Tensor srows = random_uniform({3, 3}, Dtype::f32, 11).transpose(0, 1);
   want = ref_scatter(table, {1, 4, 6}, srows.contiguous());
   ops::scatter_rows(table, sid, srows);
   EXPECT_EQ(table.to_f32_vector(), want);
 }
 
 TEST(ScatterRows, BadInput) {
-  Tensor table = random({10, 2}, Dtype::f32, 12);
-  Tensor rows = random({1, 2}, Dtype::f32, 13);
+  Tensor table = random_uniform({10, 2}, Dtype::f32, 12);
+  Tensor rows = random_uniform({1, 2}, Dtype::f32, 13);
   try {
     ops::scatter_rows(table, Tensor::from_vector(std::vector<int32_t>{10}, {1}), rows);
     FAIL() << "expected an error";
@@ -159,20 +150,21 @@ TEST(ScatterRows, BadInput) {
                Error);
   EXPECT_THROW(ops::scatter_rows(table, Tensor::from_vector(std::vector<int64_t>{1, 2}, {2}), rows), Error);
   Tensor strided = table.transpose(0, 1);
-  EXPECT_THROW(ops::scatter_rows(strided, Tensor::from_vector(std::vector<int64_t>{1}, {1}), random({1, 10}, Dtype::f32, 14)),
+  EXPECT_THROW(ops::scatter_rows(strided, Tensor::from_vector(std::vector<int64_t>{1}, {1}),
+                                 random_uniform({1, 10}, Dtype::f32, 14)),
                Error);
   ops::scatter_rows(table, Tensor::empty({0}, Dtype::i64), Tensor::empty({0, 2}, Dtype::f32));
   EXPECT_EQ(table.to_f32_vector(), before);
 }
 
 TEST(Concat, EveryDim) {
-  Tensor a = random({2, 3, 4}, Dtype::f32, 7);
+  Tensor a = random_uniform({2, 3, 4}, Dtype::f32, 7);
   for (int64_t dim : {0, 1, 2, -1}) {
     int d = normalize_dim(dim, 3, "test");
     Shape sb = a.shape(), sc = a.shape();
     sb[d] = 1;
     sc[d] = 5;
-    Tensor b = random(sb, Dtype::f32, 8), c = random(sc, Dtype::f32, 9);
+    Tensor b = random_uniform(sb, Dtype::f32, 8), c = random_uniform(sc, Dtype::f32, 9);
     Tensor y = ops::concat({a, b, c}, dim);
     Shape want = a.shape();
     want[d] = a.size(d) + 1 + 5;
@@ -185,8 +177,8 @@ TEST(Concat, EveryDim) {
 }
 
 TEST(Concat, StridedInputsDtypesAndEmptyParts) {
-  Tensor a = random({5, 3}, Dtype::bf16, 10).transpose(0, 1);  // [3, 5]
-  Tensor b = random({3, 14}, Dtype::bf16, 11).slice(1, 0, 14, 2);  // [3, 7]
+  Tensor a = random_uniform({5, 3}, Dtype::bf16, 10).transpose(0, 1);      // [3, 5]
+  Tensor b = random_uniform({3, 14}, Dtype::bf16, 11).slice(1, 0, 14, 2);  // [3, 7]
   Tensor e = Tensor::empty({3, 0}, Dtype::bf16);
   Tensor y = ops::concat({e, a, e, b}, 1);
   EXPECT_EQ(y.shape(), (Shape{3, 12}));
@@ -202,18 +194,18 @@ TEST(Concat, StridedInputsDtypesAndEmptyParts) {
 }
 
 TEST(Concat, BadInput) {
-  Tensor a = random({2, 3}, Dtype::f32, 12);
+  Tensor a = random_uniform({2, 3}, Dtype::f32, 12);
   EXPECT_THROW(ops::concat({}, 0), Error);
-  EXPECT_THROW(ops::concat({a, random({2, 3}, Dtype::bf16, 13)}, 0), Error);
+  EXPECT_THROW(ops::concat({a, random_uniform({2, 3}, Dtype::bf16, 13)}, 0), Error);
   try {
-    ops::concat({a, random({3, 3}, Dtype::f32, 14)}, 1);
+    ops::concat({a, random_uniform({3, 3}, Dtype::f32, 14)}, 1);
     FAIL() << "expected a shape error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("[concat] expected shapes matching [2, 3] except at dim 1, got [3, 3] at 1"),
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(ops::concat({a, random({2, 3, 1}, Dtype::f32, 15)}, 0), Error);
+  EXPECT_THROW(ops::concat({a, random_uniform({2, 3, 1}, Dtype::f32, 15)}, 0), Error);
   EXPECT_THROW(ops::concat({a, a}, 2), Error);
   EXPECT_THROW(ops::concat({a, Tensor()}, 0), Error);
   EXPECT_THROW(ops::concat({Tensor::from_vector(std::vector<float>{1}, {})}, 0), Error);
@@ -221,7 +213,7 @@ TEST(Concat, BadInput) {
 
 TEST(WritePositions, WritesEachRowAtItsPosition) {
   for (Dtype dt : {Dtype::f32, Dtype::bf16}) {
-    Tensor dst = random({3, 2, 5, 4}, dt, 7), src = random({3, 2, 1, 4}, dt, 8);
+    Tensor dst = random_uniform({3, 2, 5, 4}, dt, 7), src = random_uniform({3, 2, 1, 4}, dt, 8);
     std::vector<float> before = dst.to_f32_vector(), sv = src.to_f32_vector();
     Tensor pos = Tensor::from_vector(std::vector<int32_t>{4, 0, 2}, {3});
     ops::write_positions(dst, src, pos);
@@ -240,9 +232,9 @@ TEST(WritePositions, WritesEachRowAtItsPosition) {
 
 TEST(WritePositions, StridedDestinationAndBadInput) {
   // A view with the head and position dims transposed in memory, as a [B, L, H, D] buffer seen as [B, H, L, D].
-  Tensor base = random({2, 6, 3, 4}, Dtype::f32, 9);
+  Tensor base = random_uniform({2, 6, 3, 4}, Dtype::f32, 9);
   Tensor dst = base.transpose(1, 2);  // [2, 3, 6, 4]
-  Tensor src = random({2, 3, 1, 4}, Dtype::f32, 10);
+  Tensor src = random_uniform({2, 3, 1, 4}, Dtype::f32, 10);
   ops::write_positions(dst, src, Tensor::from_vector(std::vector<int32_t>{5, 1}, {2}));
   for (int64_t h = 0; h < 3; ++h)
     for (int64_t d = 0; d < 4; ++d) {
@@ -251,7 +243,7 @@ TEST(WritePositions, StridedDestinationAndBadInput) {
     }
   EXPECT_THROW(ops::write_positions(dst, src, Tensor::from_vector(std::vector<int32_t>{6, 0}, {2})), Error);
   EXPECT_THROW(ops::write_positions(dst, src, Tensor::from_vector(std::vector<int32_t>{0}, {1})), Error);
-  Tensor wide = random({2, 3, 2, 4}, Dtype::f32, 11);
+  Tensor wide = random_uniform({2, 3, 2, 4}, Dtype::f32, 11);
   EXPECT_THROW(ops::write_positions(dst, wide, Tensor::from_vector(std::vector<int32_t>{0, 0}, {2})), Error);
 }
 

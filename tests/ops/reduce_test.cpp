@@ -10,21 +10,16 @@
 #include <numeric>
 #include <random>
 
+#include "tests/ops/ops_test_util.h"
+
 namespace tern {
 namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
+// Uniform in [-4, 4) unless the test says otherwise.
 Tensor random(const Shape& shape, Dtype dt, uint32_t seed, float lo = -4.0f, float hi = 4.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  Tensor t = Tensor::empty(shape, dt);
-  dispatch_dtype(dt, [&](auto tag) {
-    using T = decltype(tag);
-    T* p = static_cast<T*>(t.data_ptr());
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = T(u(rng));
-  });
-  return t;
+  return ops_test::random_uniform(shape, dt, seed, lo, hi);
 }
 
 // Row-major values of x with `dim` moved last: returns [rows][n] and the row count.

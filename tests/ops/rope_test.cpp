@@ -7,6 +7,8 @@
 #include <cmath>
 #include <random>
 
+#include "tests/ops/ops_test_util.h"
+
 namespace tern {
 namespace {
 
@@ -140,17 +142,7 @@ TEST(RopeTable, BadConfig) {
   EXPECT_THROW(ops::rope_table(c), Error);
 }
 
-Tensor random(const Shape& shape, Dtype dt, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-  Tensor t = Tensor::empty(shape, dt);
-  dispatch_dtype(dt, [&](auto tag) {
-    using T = decltype(tag);
-    T* p = static_cast<T*>(t.data_ptr());
-    for (int64_t i = 0; i < t.numel(); ++i) p[i] = T(u(rng));
-  });
-  return t;
-}
+using ops_test::random_uniform;
 
 // HF's rotation in double from the table: cos/sin of (f32 position * inv_freq), times the scale.
 // pos(b, l) gives the position of row b, token l.
@@ -191,7 +183,7 @@ TEST(Rope, SharedPositionsFullAndPartial) {
   Tensor pos = Tensor::from_vector(p, {5});
   for (int64_t rot : {8, 4, 2}) {
     ops::RopeTable t = table(8, rot);
-    Tensor x = random({2, 3, 5, 8}, Dtype::f32, 1);
+    Tensor x = random_uniform({2, 3, 5, 8}, Dtype::f32, 1);
     Tensor y = ops::rope(x, pos, t);
     EXPECT_EQ(y.shape(), x.shape());
     expect_close(y.to_f32_vector(), ref_rope(x, t, [&](int64_t, int64_t l) { return p[l]; }), 2e-6f);
@@ -203,21 +195,21 @@ TEST(Rope, PerRowPositionsI32AndScale) {
   Tensor pos = Tensor::from_vector(p, {3, 3});
   ops::RopeTable t = table(33 * 2, 0);
   t.attention_scale = 1.25f;
-  Tensor x = random({3, 2, 3, 66}, Dtype::f32, 2);
+  Tensor x = random_uniform({3, 2, 3, 66}, Dtype::f32, 2);
   expect_close(ops::rope(x, pos, t).to_f32_vector(),
                ref_rope(x, t, [&](int64_t b, int64_t l) { return p[b * 3 + l]; }), 2e-6f);
 }
 
 TEST(Rope, StridedInputsAndLargePositions) {
   // x from a [B, L, H, D] projection viewed as [B, H, L, D]; positions a strided slice.
-  Tensor x = random({2, 7, 4, 16}, Dtype::f32, 3).transpose(1, 2);
+  Tensor x = random_uniform({2, 7, 4, 16}, Dtype::f32, 3).transpose(1, 2);
   std::vector<int64_t> all = {100000, 0, 100001, 0, 65535, 0, 7, 0, 8, 0, 9, 0, 131071, 0};
   Tensor pos = Tensor::from_vector(all, {14}).slice(0, 0, 14, 2);
   ops::RopeTable t = table(16, 12);
   expect_close(ops::rope(x, pos, t).to_f32_vector(),
                ref_rope(x, t, [&](int64_t, int64_t l) { return all[l * 2]; }), 2e-6f);
   // Every head/token in parallel, one position row per batch.
-  Tensor big = random({2, 16, 129, 64}, Dtype::f32, 4);
+  Tensor big = random_uniform({2, 16, 129, 64}, Dtype::f32, 4);
   std::vector<int64_t> pp(2 * 129);
   for (size_t i = 0; i < pp.size(); ++i) pp[i] = static_cast<int64_t>(i * 37 % 5000);
   ops::RopeTable tb = table(64, 64);
@@ -230,7 +222,7 @@ TEST(Rope, HalfDtypes) {
   Tensor pos = Tensor::from_vector(p, {3});
   ops::RopeTable t = table(32, 16);
   for (Dtype dt : {Dtype::bf16, Dtype::f16}) {
-    Tensor x = random({1, 2, 3, 32}, dt, 5);
+    Tensor x = random_uniform({1, 2, 3, 32}, dt, 5);
     Tensor y = ops::rope(x, pos, t);
     EXPECT_EQ(y.dtype(), dt);
     expect_close(y.to_f32_vector(), ref_rope(x, t, [&](int64_t, int64_t l) { return p[l]; }),
@@ -240,7 +232,7 @@ TEST(Rope, HalfDtypes) {
 
 TEST(Rope, BadInput) {
   ops::RopeTable t = table(8, 8);
-  Tensor x = random({1, 2, 3, 8}, Dtype::f32, 6);
+  Tensor x = random_uniform({1, 2, 3, 8}, Dtype::f32, 6);
   Tensor pos = Tensor::from_vector(std::vector<int64_t>{0, 1, 2}, {3});
   try {
     ops::rope(x, Tensor::from_vector(std::vector<int64_t>{0, 1}, {2}), t);
@@ -251,9 +243,9 @@ TEST(Rope, BadInput) {
         << e.what();
   }
   EXPECT_THROW(ops::rope(x, Tensor::from_vector(std::vector<float>{0, 1, 2}, {3}), t), Error);
-  EXPECT_THROW(ops::rope(random({2, 3, 8}, Dtype::f32, 7), pos, t), Error);
+  EXPECT_THROW(ops::rope(random_uniform({2, 3, 8}, Dtype::f32, 7), pos, t), Error);
   EXPECT_THROW(ops::rope(Tensor::zeros({1, 2, 3, 8}, Dtype::i32), pos, t), Error);
-  EXPECT_THROW(ops::rope(random({1, 2, 3, 4}, Dtype::f32, 8), pos, t), Error);  // rotary_dim > D
+  EXPECT_THROW(ops::rope(random_uniform({1, 2, 3, 4}, Dtype::f32, 8), pos, t), Error);  // rotary_dim > D
   ops::RopeTable bad = t;
   bad.inv_freq.pop_back();
   EXPECT_THROW(ops::rope(x, pos, bad), Error);
