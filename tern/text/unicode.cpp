@@ -19,67 +19,44 @@ inline bool is_cont(unsigned char b) { return (b & 0xC0) == 0x80; }
 
 }  // namespace
 
+// A lead byte gives the sequence's length and the range its second byte must fall in (narrower after
+// E0, ED, F0 and F4: no overlong forms, surrogates or code points past U+10FFFF); a sequence that breaks
+// off after k bytes is one replacement character for those k bytes (the maximal subpart, as Rust does).
 char32_t next_code_point(std::string_view s, size_t& i) {
   const size_t n = s.size();
-  auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
-  unsigned char c0 = b(i);
+  const unsigned char c0 = static_cast<unsigned char>(s[i]);
   if (c0 < 0x80) {
     ++i;
     return c0;
   }
+  int len = 0;
+  char32_t c = 0;
+  unsigned char lo = 0x80, hi = 0xBF;
   if (c0 >= 0xC2 && c0 <= 0xDF) {
-    if (i + 1 < n && is_cont(b(i + 1))) {
-      char32_t c = ((c0 & 0x1F) << 6) | (b(i + 1) & 0x3F);
-      i += 2;
-      return c;
-    }
-    i += 1;
+    len = 2, c = c0 & 0x1F;
+  } else if (c0 >= 0xE0 && c0 <= 0xEF) {
+    len = 3, c = c0 & 0x0F;
+    if (c0 == 0xE0) lo = 0xA0;
+    if (c0 == 0xED) hi = 0x9F;
+  } else if (c0 >= 0xF0 && c0 <= 0xF4) {
+    len = 4, c = c0 & 0x07;
+    if (c0 == 0xF0) lo = 0x90;
+    if (c0 == 0xF4) hi = 0x8F;
+  } else {
+    ++i;
     return kReplacementChar;
   }
-  if (c0 >= 0xE0 && c0 <= 0xEF) {
-    if (i + 1 >= n) {
-      i += 1;
+  for (int k = 1; k < len; ++k) {
+    const unsigned char ck = i + k < n ? static_cast<unsigned char>(s[i + k]) : 0;
+    const bool ok = i + k < n && (k == 1 ? ck >= lo && ck <= hi : is_cont(ck));
+    if (!ok) {
+      i += k;
       return kReplacementChar;
     }
-    unsigned char c1 = b(i + 1);
-    bool ok1 = (c0 == 0xE0) ? (c1 >= 0xA0 && c1 <= 0xBF) : (c0 == 0xED) ? (c1 >= 0x80 && c1 <= 0x9F) : is_cont(c1);
-    if (!ok1) {
-      i += 1;
-      return kReplacementChar;
-    }
-    if (i + 2 >= n || !is_cont(b(i + 2))) {
-      i += 2;
-      return kReplacementChar;
-    }
-    char32_t c = ((c0 & 0x0F) << 12) | ((c1 & 0x3F) << 6) | (b(i + 2) & 0x3F);
-    i += 3;
-    return c;
+    c = (c << 6) | (ck & 0x3F);
   }
-  if (c0 >= 0xF0 && c0 <= 0xF4) {
-    if (i + 1 >= n) {
-      i += 1;
-      return kReplacementChar;
-    }
-    unsigned char c1 = b(i + 1);
-    bool ok1 = (c0 == 0xF0) ? (c1 >= 0x90 && c1 <= 0xBF) : (c0 == 0xF4) ? (c1 >= 0x80 && c1 <= 0x8F) : is_cont(c1);
-    if (!ok1) {
-      i += 1;
-      return kReplacementChar;
-    }
-    if (i + 2 >= n || !is_cont(b(i + 2))) {
-      i += 2;
-      return kReplacementChar;
-    }
-    if (i + 3 >= n || !is_cont(b(i + 3))) {
-      i += 3;
-      return kReplacementChar;
-    }
-    char32_t c = ((c0 & 0x07) << 18) | ((c1 & 0x3F) << 12) | ((b(i + 2) & 0x3F) << 6) | (b(i + 3) & 0x3F);
-    i += 4;
-    return c;
-  }
-  i += 1;
-  return kReplacementChar;
+  i += len;
+  return c;
 }
 
 void append_utf8(std::string& out, char32_t c) {
