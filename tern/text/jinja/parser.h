@@ -53,6 +53,7 @@ class Parser {
   ExprPtr parse_filter(ExprPtr node);
   ExprPtr parse_test(ExprPtr node);
   ExprPtr parse_subscript(ExprPtr node);
+  ExprPtr parse_call(ExprPtr callee);  // callee(args...)
   void parse_call_args(Expr& call);
   ExprPtr make(ExprKind kind, int line);
   ExprPtr binary(const std::string& op, ExprPtr a, ExprPtr b);

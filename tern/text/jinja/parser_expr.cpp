@@ -264,10 +264,7 @@ ExprPtr Parser::parse_postfix(ExprPtr node) {
     } else if (is_op("[")) {
       node = parse_subscript(std::move(node));
     } else if (is_op("(")) {
-      auto e = make(ExprKind::kCall, cur().line);
-      e->items.push_back(std::move(node));
-      parse_call_args(*e);
-      node = std::move(e);
+      node = parse_call(std::move(node));
     } else {
       return node;
     }
@@ -289,6 +286,13 @@ ExprPtr Parser::parse_subscript(ExprPtr node) {
   auto e = make(is_slice ? ExprKind::kSlice : ExprKind::kGetItem, line);
   e->items.push_back(std::move(node));
   for (int i = 0; i < (is_slice ? 3 : 1); ++i) e->items.push_back(std::move(parts[i]));
+  return e;
+}
+
+ExprPtr Parser::parse_call(ExprPtr callee) {
+  auto e = make(ExprKind::kCall, cur().line);
+  e->items.push_back(std::move(callee));
+  parse_call_args(*e);
   return e;
 }
 
@@ -320,10 +324,7 @@ ExprPtr Parser::parse_filter_expr(ExprPtr node) {
       ++pos_;
       node = parse_test(std::move(node));
     } else if (is_op("(")) {
-      auto e = make(ExprKind::kCall, cur().line);
-      e->items.push_back(std::move(node));
-      parse_call_args(*e);
-      node = std::move(e);
+      node = parse_call(std::move(node));
     } else {
       return node;
     }
