@@ -15,13 +15,7 @@ namespace tern {
 namespace {
 
 using ops_test::random_uniform;
-
-// Rounds a float to what storing it in dt keeps.
-float round_to(float v, Dtype dt) {
-  if (dt == Dtype::bf16) return bf16(v);
-  if (dt == Dtype::f16) return f16(v);
-  return v;
-}
+using ops_test::round_to;
 
 void expect_near_all(const std::vector<float>& got, const std::vector<float>& want, float rtol, float atol) {
   ASSERT_EQ(got.size(), want.size());

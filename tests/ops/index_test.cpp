@@ -15,12 +15,7 @@ namespace tern {
 namespace {
 
 using ops_test::random_uniform;
-
-float round_to(float v, Dtype dt) {
-  if (dt == Dtype::bf16) return bf16(v);
-  if (dt == Dtype::f16) return f16(v);
-  return v;
-}
+using ops_test::round_to;
 
 // table rows picked by ids (row-major), rounded to out_dtype.
 std::vector<float> ref_embedding(const Tensor& table, const std::vector<int64_t>& ids, Dtype out_dtype) {

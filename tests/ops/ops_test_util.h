@@ -1,4 +1,4 @@
-// Shared pieces of the CPU op tests: seeded uniform tensors in any storage dtype.
+// Shared pieces of the CPU op tests: seeded uniform tensors in any storage dtype, and rounding to one.
 #pragma once
 #include <cstdint>
 #include <random>
@@ -18,6 +18,13 @@ inline Tensor random_uniform(const Shape& shape, Dtype dt, uint32_t seed, float 
     for (int64_t i = 0; i < t.numel(); ++i) p[i] = T(u(rng));
   });
   return t;
+}
+
+// v rounded to what storing it in dt keeps.
+inline float round_to(float v, Dtype dt) {
+  if (dt == Dtype::bf16) return bf16(v);
+  if (dt == Dtype::f16) return f16(v);
+  return v;
 }
 
 }  // namespace tern::ops_test
