@@ -56,15 +56,15 @@ void Cache::load(CacheReader&) {
   TERN_THROW("[prompt-cache] storage {} does not support persistence yet", signature());
 }
 
-void Cache::reserve(int64_t) { TERN_THROW("[kv_cache] storage {} does not support compiled decode", signature()); }
+void Cache::reserve(int64_t) { TERN_THROW("[kv-cache] storage {} does not support compiled decode", signature()); }
 void Cache::attach_step(const DeviceStep*) {
-  TERN_THROW("[kv_cache] storage {} does not support compiled decode", signature());
+  TERN_THROW("[kv-cache] storage {} does not support compiled decode", signature());
 }
-void Cache::advance(int64_t) { TERN_THROW("[kv_cache] storage {} does not support compiled decode", signature()); }
+void Cache::advance(int64_t) { TERN_THROW("[kv-cache] storage {} does not support compiled decode", signature()); }
 
 KVCache::RopedRead KVCache::append_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const QKNormRope& n,
                                              AppendPhase phase) {
-  TERN_CHECK(n.rope, "[kv_cache] expected a rope table for append_norm_rope");
+  TERN_CHECK(n.rope, "[kv-cache] expected a rope table for append_norm_rope");
   ops::NormRoped qk = ops::norm_rope(q, k, n.wq, n.wk, n.eps, next_positions(q.size(2)).to(q.device()), *n.rope);
   return {qk.q, append(qk.k, v, phase)};
 }
@@ -74,18 +74,18 @@ std::unique_ptr<AttentionRead> step_read(Tensor k, Tensor v, const DeviceStep& s
 }
 
 void check_kv_append(const Tensor& k, const Tensor& v, AppendPhase phase, const Tensor& keys, const Tensor& values) {
-  TERN_CHECK(k.rank() == 4 && v.rank() == 4, "[kv_cache] expected k and v of rank 4 [B, Hkv, L, D], got {} and {}",
+  TERN_CHECK(k.rank() == 4 && v.rank() == 4, "[kv-cache] expected k and v of rank 4 [B, Hkv, L, D], got {} and {}",
              shape_str(k.shape()), shape_str(v.shape()));
   TERN_CHECK(k.size(0) == v.size(0) && k.size(1) == v.size(1) && k.size(2) == v.size(2) && k.dtype() == v.dtype(),
-             "[kv_cache] expected k and v to agree on [B, Hkv, L] and dtype, got {} {} and {} {}", shape_str(k.shape()),
+             "[kv-cache] expected k and v to agree on [B, Hkv, L] and dtype, got {} {} and {} {}", shape_str(k.shape()),
              dtype_name(k.dtype()), shape_str(v.shape()), dtype_name(v.dtype()));
   if (keys.defined()) {
     TERN_CHECK(k.size(0) == keys.size(0) && k.size(1) == keys.size(1) && k.size(3) == keys.size(3) &&
                    v.size(3) == values.size(3) && k.dtype() == keys.dtype(),
-               "[kv_cache] expected appends of [{}, {}, L, {}] {}, got {} {}", keys.size(0), keys.size(1),
+               "[kv-cache] expected appends of [{}, {}, L, {}] {}, got {} {}", keys.size(0), keys.size(1),
                keys.size(3), dtype_name(keys.dtype()), shape_str(k.shape()), dtype_name(k.dtype()));
   }
-  TERN_CHECK(phase == AppendPhase::window || k.size(2) == 1, "[kv_cache] expected one position for a decode append, got {}",
+  TERN_CHECK(phase == AppendPhase::window || k.size(2) == 1, "[kv-cache] expected one position for a decode append, got {}",
              k.size(2));
 }
 
@@ -102,20 +102,20 @@ Tensor uniform_positions(int64_t offset, int64_t n) {
 
 
 void Cache::spec_round_begin() {
-  TERN_CHECK(round_start_ < 0, "[kv_cache] expected no speculative round in progress on {}, got one begun at {}",
+  TERN_CHECK(round_start_ < 0, "[kv-cache] expected no speculative round in progress on {}, got one begun at {}",
              signature(), round_start_);
   round_start_ = offset();
 }
 
 void Cache::spec_round_commit() {
-  TERN_CHECK(round_start_ >= 0, "[kv_cache] expected a speculative round to commit on {}, got none", signature());
+  TERN_CHECK(round_start_ >= 0, "[kv-cache] expected a speculative round to commit on {}, got none", signature());
   round_start_ = -1;
 }
 
 int64_t Cache::check_spec_rollback(int64_t keep) const {
-  TERN_CHECK(round_start_ >= 0, "[kv_cache] expected a speculative round to roll back on {}, got none", signature());
+  TERN_CHECK(round_start_ >= 0, "[kv-cache] expected a speculative round to roll back on {}, got none", signature());
   const int64_t drafted = offset() - round_start_;
-  TERN_CHECK(keep >= 0 && keep <= drafted, "[kv_cache] expected to keep 0..{} drafted positions, got {}", drafted,
+  TERN_CHECK(keep >= 0 && keep <= drafted, "[kv-cache] expected to keep 0..{} drafted positions, got {}", drafted,
              keep);
   return drafted;
 }
@@ -123,7 +123,7 @@ int64_t Cache::check_spec_rollback(int64_t keep) const {
 int64_t Cache::spec_round_rollback(int64_t keep) {
   const int64_t drafted = check_spec_rollback(keep);
   if (drafted > keep) {
-    TERN_CHECK(is_trimmable(), "[kv_cache] storage {} cannot drop drafted positions now (it cannot be trimmed)",
+    TERN_CHECK(is_trimmable(), "[kv-cache] storage {} cannot drop drafted positions now (it cannot be trimmed)",
                signature());
     trim(drafted - keep);
   }

@@ -72,7 +72,7 @@ class Cache {
   virtual void reserve(int64_t positions);
   // While `step` is attached (nullptr detaches), decode appends and rope_positions follow it and leave
   // offset() alone; advance(n) then records the n positions the executed steps wrote. The step must
-  // outlive the attachment. Throws "[kv_cache] ... compiled decode ..." without support.
+  // outlive the attachment. Throws "[kv-cache] ... compiled decode ..." without support.
   virtual void attach_step(const DeviceStep* step);
   virtual void advance(int64_t n);
 
@@ -83,7 +83,7 @@ class Cache {
   // begin (a recurrent state: spec_round_cuts_draft() false), rollback(keep) does that and returns
   // `keep`, the kept positions the caller must append again; otherwise it returns 0. The defaults cut
   // the draft by trim() (overridden where a storage cannot trim, e.g. a ring that has wrapped).
-  // Throws "[kv_cache] ..." for a round not begun or begun twice, and keep outside [0, drafted].
+  // Throws "[kv-cache] ..." for a round not begun or begun twice, and keep outside [0, drafted].
   virtual void spec_round_begin();
   virtual void spec_round_commit();
   virtual int64_t spec_round_rollback(int64_t keep);
@@ -138,7 +138,7 @@ std::unique_ptr<AttentionRead> step_read(Tensor k, Tensor v, const DeviceStep& s
 
 // The argument checks of KVCache::append for a storage that keeps k and v as given: k [B, Hkv, L, D]
 // and v [B, Hkv, L, Dv] agreeing with each other and (when defined) with the stored keys/values, and
-// one position for a decode append. Throws "[kv_cache] expected ..." otherwise.
+// one position for a decode append. Throws "[kv-cache] expected ..." otherwise.
 void check_kv_append(const Tensor& k, const Tensor& v, AppendPhase phase, const Tensor& keys, const Tensor& values);
 
 // Positions [offset, offset + n) as an i32 tensor on the CPU (uniform across rows).

@@ -17,8 +17,8 @@ Tensor PlainKVCache::next_positions(int64_t n) const {
 }
 
 int64_t PlainKVCache::trim(int64_t n) {
-  TERN_CHECK(!step_, "[kv_cache] expected no trim while a compiled decode step is attached");
-  TERN_CHECK(n >= 0, "[kv_cache] expected a non-negative trim count, got {}", n);
+  TERN_CHECK(!step_, "[kv-cache] expected no trim while a compiled decode step is attached");
+  TERN_CHECK(n >= 0, "[kv-cache] expected a non-negative trim count, got {}", n);
   int64_t t = std::min(n, offset_);
   offset_ -= t;
   return t;
@@ -46,22 +46,22 @@ void PlainKVCache::reserve(const Tensor& k, const Tensor& v, int64_t needed) {
 }
 
 void PlainKVCache::reserve(int64_t positions) {
-  TERN_CHECK(keys_.defined(), "[kv_cache] expected an append before reserve() (it fixes the shapes)");
-  TERN_CHECK(!step_, "[kv_cache] expected reserve() before a compiled decode step is attached");
+  TERN_CHECK(keys_.defined(), "[kv-cache] expected an append before reserve() (it fixes the shapes)");
+  TERN_CHECK(!step_, "[kv-cache] expected reserve() before a compiled decode step is attached");
   Tensor k = keys_.slice(2, 0, 1), v = values_.slice(2, 0, 1);
   reserve(k, v, positions);
 }
 
 void PlainKVCache::attach_step(const DeviceStep* step) {
-  TERN_CHECK(!step || supports_device_step(), "[kv_cache] storage {} does not support compiled decode", signature());
+  TERN_CHECK(!step || supports_device_step(), "[kv-cache] storage {} does not support compiled decode", signature());
   TERN_CHECK(!step || (keys_.defined() && step->span <= capacity() && step->positions.device() == keys_.device()),
-             "[kv_cache] expected a compiled step span within the reserved {} positions on {}, got {}", capacity(),
+             "[kv-cache] expected a compiled step span within the reserved {} positions on {}, got {}", capacity(),
              keys_.defined() ? keys_.device().str() : "no storage", step ? step->span : 0);
   step_ = step;
 }
 
 void PlainKVCache::advance(int64_t n) {
-  TERN_CHECK(n >= 0 && offset_ + n <= capacity(), "[kv_cache] expected to advance within {} positions, got {} + {}",
+  TERN_CHECK(n >= 0 && offset_ + n <= capacity(), "[kv-cache] expected to advance within {} positions, got {} + {}",
              capacity(), offset_, n);
   offset_ += n;
 }
@@ -70,7 +70,7 @@ std::unique_ptr<AttentionRead> PlainKVCache::append(const Tensor& k, const Tenso
   check_kv_append(k, v, phase, keys_, values_);
   if (step_) {
     TERN_CHECK(phase == AppendPhase::decode && step_->span <= capacity(),
-               "[kv_cache] expected decode appends within the reserved {} positions while a compiled step is attached",
+               "[kv-cache] expected decode appends within the reserved {} positions while a compiled step is attached",
                capacity());
     ops::write_positions(keys_, k, values_, v, step_->positions);
     return step_read(keys_, values_, *step_);
@@ -87,9 +87,9 @@ std::unique_ptr<AttentionRead> PlainKVCache::append(const Tensor& k, const Tenso
 KVCache::RopedRead PlainKVCache::append_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v,
                                                   const QKNormRope& n, AppendPhase phase) {
   if (!step_) return KVCache::append_norm_rope(q, k, v, n, phase);
-  TERN_CHECK(n.rope, "[kv_cache] expected a rope table for append_norm_rope");
+  TERN_CHECK(n.rope, "[kv-cache] expected a rope table for append_norm_rope");
   TERN_CHECK(phase == AppendPhase::decode && q.size(2) == 1,
-             "[kv_cache] expected decode appends while a compiled step is attached, got {} positions", q.size(2));
+             "[kv-cache] expected decode appends while a compiled step is attached, got {} positions", q.size(2));
   Tensor rq = ops::norm_rope_write(q, k, v, n.wq, n.wk, n.eps, next_positions(1), *n.rope, keys_, values_);
   return {rq, step_read(keys_, values_, *step_)};
 }

@@ -9,7 +9,7 @@
 
 namespace tern {
 RingKVCache::RingKVCache(int64_t window) : window_(window) {
-  TERN_CHECK(window > 0, "[kv_cache] expected a ring window > 0, got {}", window);
+  TERN_CHECK(window > 0, "[kv-cache] expected a ring window > 0, got {}", window);
 }
 
 std::string RingKVCache::signature() const {
@@ -23,10 +23,10 @@ Tensor RingKVCache::next_positions(int64_t n) const {
 }
 
 int64_t RingKVCache::trim(int64_t n) {
-  TERN_CHECK(n >= 0, "[kv_cache] expected a non-negative trim count, got {}", n);
-  TERN_CHECK(!step_, "[kv_cache] expected no trim while a compiled decode step is attached");
+  TERN_CHECK(n >= 0, "[kv-cache] expected a non-negative trim count, got {}", n);
+  TERN_CHECK(!step_, "[kv-cache] expected no trim while a compiled decode step is attached");
   TERN_CHECK(is_trimmable(),
-             "[kv_cache] expected a trim before the ring wraps, got a ring of window {} that has wrapped (offset {}): "
+             "[kv-cache] expected a trim before the ring wraps, got a ring of window {} that has wrapped (offset {}): "
              "positions before {} are gone",
              window_, offset_, offset_ - window_);
   int64_t t = std::min(n, offset_);
@@ -39,7 +39,7 @@ int64_t RingKVCache::bytes() const {
 }
 
 Tensor RingKVCache::temporal(const Tensor& buf, int64_t n) const {
-  TERN_ASSERT(n >= 0 && n <= stored(), "[kv_cache] ring view of {} positions with {} stored", n, stored());
+  TERN_ASSERT(n >= 0 && n <= stored(), "[kv-cache] ring view of {} positions with {} stored", n, stored());
   if (n == 0) return buf.defined() ? buf.slice(2, 0, 0) : Tensor();
   const int64_t s = (offset_ - n) % window_;
   if (s + n <= capacity()) return buf.slice(2, s, s + n);
@@ -64,7 +64,7 @@ void RingKVCache::grow(const Tensor& k, const Tensor& v, int64_t needed) {
 
 void RingKVCache::write(Tensor& buf, const Tensor& src, int64_t first_position) const {
   const int64_t n = src.size(2);
-  TERN_ASSERT(n <= window_, "[kv_cache] ring write of {} positions into a window of {}", n, window_);
+  TERN_ASSERT(n <= window_, "[kv-cache] ring write of {} positions into a window of {}", n, window_);
   const int64_t s = first_position % window_;
   const int64_t first = std::min(n, window_ - s);
   Tensor d0 = buf.slice(2, s, s + first);
@@ -79,7 +79,7 @@ std::unique_ptr<AttentionRead> RingKVCache::append(const Tensor& k, const Tensor
   check_kv_append(k, v, phase, keys_, values_);
   if (step_) {
     TERN_CHECK(phase == AppendPhase::decode && !in_spec_round(),
-               "[kv_cache] expected decode appends outside speculative rounds while a compiled step is attached");
+               "[kv-cache] expected decode appends outside speculative rounds while a compiled step is attached");
     ops::write_positions(keys_, k, values_, v, step_->positions, window_);
     // Lengths past the slots held mean every slot (a wrapped ring holds exactly the window).
     return step_read(keys_, values_, DeviceStep{step_->positions, step_->lengths, capacity()});
@@ -104,26 +104,26 @@ std::unique_ptr<AttentionRead> RingKVCache::append(const Tensor& k, const Tensor
 }
 
 void RingKVCache::reserve(int64_t positions) {
-  TERN_CHECK(keys_.defined(), "[kv_cache] expected an append before reserve() (it fixes the shapes)");
-  TERN_CHECK(!step_, "[kv_cache] expected reserve() before a compiled decode step is attached");
+  TERN_CHECK(keys_.defined(), "[kv-cache] expected an append before reserve() (it fixes the shapes)");
+  TERN_CHECK(!step_, "[kv-cache] expected reserve() before a compiled decode step is attached");
   grow(keys_.slice(2, 0, 1), values_.slice(2, 0, 1), std::min(positions, window_));
 }
 
 void RingKVCache::attach_step(const DeviceStep* step) {
   TERN_CHECK(!step || (keys_.defined() && step->positions.device() == keys_.device()),
-             "[kv_cache] expected a compiled step on the ring's device ({}), got {}",
+             "[kv-cache] expected a compiled step on the ring's device ({}), got {}",
              keys_.defined() ? keys_.device().str() : "no storage", step ? step->positions.device().str() : "");
-  TERN_CHECK(!step || !in_spec_round(), "[kv_cache] expected no speculative round when a compiled step is attached");
+  TERN_CHECK(!step || !in_spec_round(), "[kv-cache] expected no speculative round when a compiled step is attached");
   step_ = step;
 }
 
 void RingKVCache::advance(int64_t n) {
-  TERN_CHECK(n >= 0, "[kv_cache] expected to advance by n >= 0 positions, got {}", n);
+  TERN_CHECK(n >= 0, "[kv-cache] expected to advance by n >= 0 positions, got {}", n);
   offset_ += n;
 }
 
 void RingKVCache::spec_round_begin() {
-  TERN_CHECK(!step_, "[kv_cache] expected no speculative round while a compiled decode step is attached");
+  TERN_CHECK(!step_, "[kv-cache] expected no speculative round while a compiled decode step is attached");
   KVCache::spec_round_begin();
   saved_keys_ = saved_values_ = Tensor();
   saved_from_ = saved_to_ = std::max<int64_t>(0, offset_ - window_);
@@ -154,7 +154,7 @@ void RingKVCache::save_overwritten(int64_t n) {
 int64_t RingKVCache::spec_round_rollback(int64_t keep) {
   const int64_t drafted = check_spec_rollback(keep), start = spec_round_start();
   TERN_CHECK(keep == drafted || drafted <= window_,
-             "[kv_cache] expected a speculative round of at most the ring's window ({}) to roll back, got {} drafted "
+             "[kv-cache] expected a speculative round of at most the ring's window ({}) to roll back, got {} drafted "
              "positions (keep all of them or none of the round can be restored)",
              window_, drafted);
   const int64_t target = start + keep;

@@ -9,7 +9,7 @@ namespace tern {
 class RingKVCache : public KVCache {
  public:
   // window > 0: the number of keys each query sees (its own included), and the positions kept.
-  // Throws "[kv_cache] expected a ring window > 0, got ..." otherwise.
+  // Throws "[kv-cache] expected a ring window > 0, got ..." otherwise.
   explicit RingKVCache(int64_t window);
 
   // "kv:<dtype>:ring:<window>" ("kv:bf16:ring:<window>" before the first append).
@@ -20,7 +20,7 @@ class RingKVCache : public KVCache {
   Tensor next_positions(int64_t n) const override;
   // True while no stored position has been overwritten (offset <= window).
   bool is_trimmable() const override { return offset_ <= window_; }
-  // Drops the last n positions (min(n, offset)); throws "[kv_cache] ... has wrapped" once it has wrapped.
+  // Drops the last n positions (min(n, offset)); throws "[kv-cache] ... has wrapped" once it has wrapped.
   int64_t trim(int64_t n) override;
   int64_t bytes() const override;
   // k [B, Hkv, L, D], v [B, Hkv, L, Dv]; any L (also L > window). The read attends over the last

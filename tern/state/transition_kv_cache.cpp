@@ -11,18 +11,18 @@ TransitionKVCache::TransitionKVCache(int64_t start, std::unique_ptr<QuantizedKVC
 }
 
 void TransitionKVCache::reserve(int64_t positions) {
-  TERN_CHECK(converted_, "[kv_cache] storage {} does not support compiled decode before its transition", signature());
+  TERN_CHECK(converted_, "[kv-cache] storage {} does not support compiled decode before its transition", signature());
   quantized_->reserve(positions);
 }
 
 void TransitionKVCache::attach_step(const DeviceStep* step) {
-  TERN_CHECK(!step || converted_, "[kv_cache] storage {} does not support compiled decode before its transition",
+  TERN_CHECK(!step || converted_, "[kv-cache] storage {} does not support compiled decode before its transition",
              signature());
   if (converted_) quantized_->attach_step(step);
 }
 
 void TransitionKVCache::advance(int64_t n) {
-  TERN_CHECK(converted_, "[kv_cache] storage {} does not support compiled decode before its transition", signature());
+  TERN_CHECK(converted_, "[kv-cache] storage {} does not support compiled decode before its transition", signature());
   quantized_->advance(n);
 }
 
