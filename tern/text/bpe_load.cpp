@@ -147,6 +147,13 @@ std::unique_ptr<Bpe> Bpe::from_json(const Json& m, const JsonPath& p, std::strin
       add_token(it.key(), it->get<int64_t>());
     }
   }
+  // The id table is dense: a vocabulary whose ids are mostly gaps is a damaged file, not a tokenizer.
+  const int64_t n_tokens = static_cast<int64_t>(bpe->vocab_.size());
+  if (max_id >= 2 * n_tokens + 65536) {
+    (p / "vocab")
+        .fail(fmt::format("ids below {} for its {} tokens", 2 * n_tokens + 65536, n_tokens),
+              fmt::format("id {}", max_id));
+  }
   bpe->id_span_.assign(static_cast<size_t>(max_id + 1), {0u, ~0u});
   bpe->vocab_.for_each([&](std::string_view tok, int32_t id) {
     bpe->id_span_[id] = {static_cast<uint32_t>(bpe->id_arena_.size()), static_cast<uint32_t>(tok.size())};

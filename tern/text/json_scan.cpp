@@ -45,19 +45,24 @@ struct Scanner {
     }
     return v;
   }
-  // Reads a string at s[i] (after whitespace) into out; returns a view of out or of the input.
+  // Reads a string at s[i] (after whitespace) into out; returns a view of out or of the input. As
+  // JSON (and the DOM parser) require, the text is UTF-8 without raw control characters.
   std::string_view string(std::string& out) {
     ws();
     if (i >= s.size() || s[i] != '"') fail("a string");
     ++i;
     size_t start = i;
-    while (i < s.size() && s[i] != '"' && s[i] != '\\') ++i;
-    if (i < s.size() && s[i] == '"') return s.substr(start, i++ - start);  // no escapes: a view
+    while (i < s.size() && s[i] != '"' && s[i] != '\\' && static_cast<unsigned char>(s[i]) >= 0x20) ++i;
+    if (i < s.size() && s[i] == '"') return utf8(s.substr(start, i++ - start), start);  // no escapes: a view
     out.assign(s.substr(start, i - start));
     while (true) {
       if (i >= s.size()) fail("a closing quote");
       char c = s[i++];
-      if (c == '"') return out;
+      if (c == '"') return utf8(out, start);
+      if (static_cast<unsigned char>(c) < 0x20) {
+        --i;
+        fail("a string without raw control characters");
+      }
       if (c != '\\') {
         out += c;
         continue;
@@ -91,6 +96,13 @@ struct Scanner {
         default: fail("a valid escape");
       }
     }
+  }
+  std::string_view utf8(std::string_view str, size_t start) {
+    if (!is_valid_utf8(str)) {
+      i = start;
+      fail("a UTF-8 string");
+    }
+    return str;
   }
   int64_t integer() {
     ws();

@@ -99,6 +99,17 @@ std::shared_ptr<Tokenizer::Impl> build(const std::string& tokenizer_json, const 
     if (t.special) impl->special_contents.emplace(t.content, 1);
   }
   impl->added = AddedVocabulary(std::move(added), impl->normalizer.get());
+  // The special tokens the post-processor adds (around an empty sequence) must be ids of the
+  // vocabulary: encode() would hand a model ids outside its embedding otherwise.
+  if (impl->post_processor) {
+    for (int32_t id : impl->post_processor->process({})) {
+      if (id < 0 || id >= impl->vocab_size) {
+        (root / "post_processor")
+            .fail(fmt::format("special-token ids inside the vocabulary [0, {})", impl->vocab_size),
+                  fmt::format("id {}", id));
+      }
+    }
+  }
   impl->config = TokenizerConfig::parse(config_json, cfg_name);
   return impl;
 }

@@ -136,15 +136,17 @@ TEST(PostProcessors, TemplateRobertaSequence) {
   EXPECT_EQ(make(base).encode("a", true), (Ids{3, 1, 4}));
 }
 
+// The error from_json throws for text, or "no error".
+std::string message(const std::string& text) {
+  try {
+    Tokenizer::from_json(text);
+  } catch (const Error& e) {
+    return std::string(e.what());
+  }
+  return std::string("no error");
+}
+
 TEST(TokenizerJson, ErrorsNameTheField) {
-  auto message = [](const std::string& text) {
-    try {
-      Tokenizer::from_json(text);
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   EXPECT_NE(message("{").find("tokenizer.json: expected valid JSON"), std::string::npos);
   json t = tiny(char_vocab(), {"a q"});
   t["model"]["merges"] = {"a zz"};
@@ -174,6 +176,38 @@ TEST(TokenizerJson, ErrorsNameTheField) {
   EXPECT_NE(message(t.dump()).find("pre_tokenizer.pretokenizers[0].type"), std::string::npos);
   EXPECT_THROW(Tokenizer::load("no/such/dir"), Error);
   EXPECT_THROW(TokenizerConfig::parse(R"({"bos_token": 3})"), Error);
+}
+
+// Found by the tokenizer.json fuzzer: the vocab's fast scanner let ill-formed UTF-8 (and raw control
+// characters) into token strings, so decode() could return invalid UTF-8 (now the scanner declines and
+// the JSON parser reports the byte); and a post-processor could add an id the vocabulary does not
+// have, which encode() then handed to the model; and one huge id made the dense id table take gigabytes.
+TEST(TokenizerErrors, VocabStringsAreUtf8IdsAreDenseAndPostProcessorIdsAreInTheVocab) {
+  const std::string good = tiny(char_vocab(), json::array()).dump();
+  const size_t at = good.find("\"a\":");
+  ASSERT_NE(at, std::string::npos);
+  std::string bad = good;
+  bad.replace(at, 4, "\"a\xC3\":");  // "a" followed by a lone lead byte
+  EXPECT_NE(message(bad).find("tokenizer.json: expected valid JSON, got a parse error at byte"), std::string::npos)
+      << message(bad);
+  bad = good;
+  bad.replace(at, 4, "\"a\x01\":");
+  EXPECT_NE(message(bad).find("tokenizer.json: expected valid JSON, got a parse error at byte"), std::string::npos)
+      << message(bad);
+  json t = tiny(char_vocab(), json::array());
+  const int64_t n = make(t).vocab_size();
+  t["post_processor"] = {{"type", "BertProcessing"}, {"cls", {"[CLS]", n}}, {"sep", {"a", 0}}};
+  EXPECT_NE(
+      message(t.dump()).find("expected special-token ids inside the vocabulary [0, 55) at post_processor, got id 55"),
+      std::string::npos)
+      << message(t.dump());
+  t["post_processor"]["cls"] = {"a", 0};
+  json sparse = tiny(char_vocab(), json::array());
+  sparse["model"]["vocab"]["zz"] = 433333333;  // the id table would take gigabytes
+  EXPECT_NE(message(sparse.dump()).find("expected ids below 65648 for its 56 tokens at model.vocab, got id 433333333"),
+            std::string::npos)
+      << message(sparse.dump());
+  EXPECT_EQ(make(t).encode("b", true), (Ids{0, 2, 0}));
 }
 
 TEST(TokenizerConfig, Fields) {
