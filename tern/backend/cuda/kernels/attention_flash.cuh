@@ -61,29 +61,51 @@ __device__ __forceinline__ void mma16816(float* c, const uint32_t* a, uint32_t b
   }
 }
 
-// S = Q K^T of one warp on tensor cores: its 16 query rows at sq and BN key rows at sk (both in rows
-// of HD + 8 elements in shared memory); s[i] holds the mma accumulators of keys [8 i, 8 i + 8).
-template <typename T, int HD, int BN>
-__device__ __forceinline__ void warp_qk(const T* sq, const T* sk, float (&s)[BN / 8][4]) {
+// S = Q K^T of one warp on tensor cores for its MT m-tiles of 16 query rows and BN key rows at sk (rows
+// of HD + 8 elements in shared memory): qfrag(kk, mt, q) fills q with the A fragment of m-tile mt at
+// k-step kk (from registers or shared memory), and every K fragment feeds MT products. s[mt][i] holds
+// the mma accumulators of keys [8 i, 8 i + 8).
+template <typename T, int HD, int BN, int MT, typename QFrag>
+__device__ __forceinline__ void warp_qk_tiles(const QFrag& qfrag, const T* sk, float (&s)[MT][BN / 8][4]) {
   constexpr int kStride = HD + 8;
   const int lane = threadIdx.x & 31;
 #pragma unroll
-  for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int i = 0; i < BN / 8; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
+  }
 #pragma unroll
   for (int kk = 0; kk < HD / 16; ++kk) {
-    uint32_t qa[4];
-    ldmatrix_x4(qa[0], qa[1], qa[2], qa[3], sq + (lane & 15) * kStride + kk * 16 + (lane >> 4) * 8);
+    uint32_t qa[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) qfrag(kk, mt, qa[mt]);
 #pragma unroll
     for (int nn = 0; nn < BN / 16; ++nn) {
       const int mi = lane >> 3, r = lane & 7;
       uint32_t b0, b1, b2, b3;
       ldmatrix_x4(b0, b1, b2, b3, sk + (nn * 16 + r + 8 * (mi >> 1)) * kStride + kk * 16 + 8 * (mi & 1));
-      mma16816<T>(s[2 * nn], qa, b0, b1);
-      mma16816<T>(s[2 * nn + 1], qa, b2, b3);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma16816<T>(s[mt][2 * nn], qa[mt], b0, b1);
+        mma16816<T>(s[mt][2 * nn + 1], qa[mt], b2, b3);
+      }
     }
   }
 }
 
+// Q's A fragment at k-step kk of the 16 rows from row0 of sq (rows of HD + 8).
+template <typename T, int HD>
+__device__ __forceinline__ void q_frag(const T* sq, int row0, int kk, uint32_t (&q)[4]) {
+  const int lane = threadIdx.x & 31;
+  ldmatrix_x4(q[0], q[1], q[2], q[3], sq + (row0 + (lane & 15)) * (HD + 8) + kk * 16 + (lane >> 4) * 8);
+}
+
+// warp_qk_tiles for one m-tile of 16 rows at sq, its fragments read from shared memory.
+template <typename T, int HD, int BN>
+__device__ __forceinline__ void warp_qk(const T* sq, const T* sk, float (&s)[BN / 8][4]) {
+  warp_qk_tiles<T, HD, BN, 1>([&](int kk, int, uint32_t(&q)[4]) { q_frag<T, HD>(sq, 0, kk, q); }, sk,
+                              reinterpret_cast<float(&)[1][BN / 8][4]>(s));
+}
 
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
@@ -112,36 +134,6 @@ __device__ __forceinline__ void load_tile_async(T* smem, const T* g, int64_t str
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 template <int N>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
-
-// A warp's Q fragments (its 16 rows at sq, rows of HD + 8), held in registers across the key tiles.
-template <typename T, int HD>
-__device__ __forceinline__ void warp_q_frags(const T* sq, uint32_t (&qa)[HD / 16][4]) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; ++kk) {
-    ldmatrix_x4(qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], sq + (lane & 15) * (HD + 8) + kk * 16 + (lane >> 4) * 8);
-  }
-}
-
-// warp_qk with the Q fragments in registers.
-template <typename T, int HD, int BN>
-__device__ __forceinline__ void warp_qk_regs(const uint32_t (&qa)[HD / 16][4], const T* sk, float (&s)[BN / 8][4]) {
-  constexpr int kStride = HD + 8;
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int i = 0; i < BN / 8; ++i) s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; ++kk) {
-#pragma unroll
-    for (int nn = 0; nn < BN / 16; ++nn) {
-      const int mi = lane >> 3, r = lane & 7;
-      uint32_t b0, b1, b2, b3;
-      ldmatrix_x4(b0, b1, b2, b3, sk + (nn * 16 + r + 8 * (mi >> 1)) * kStride + kk * 16 + 8 * (mi & 1));
-      mma16816<T>(s[2 * nn], qa[kk], b0, b1);
-      mma16816<T>(s[2 * nn + 1], qa[kk], b2, b3);
-    }
-  }
-}
 
 __device__ __forceinline__ float fast_exp2(float x) {
   float y;
@@ -235,7 +227,8 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
   if constexpr (kQRegs) {
     cp_async_wait<1>();  // Q has landed
     __syncthreads();
-    warp_q_frags<T, HD>(sq + warp * 16 * kStride, qa);
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; ++kk) q_frag<T, HD>(sq + warp * 16 * kStride, 0, kk, qa[kk]);
   }
   int stage = 0;
   for (int64_t n0 = first; n0 < hi_max; n0 += BN, stage ^= 1) {
@@ -249,35 +242,16 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
     // S = Q K^T for the warp's rows and BN keys.
     float s[MT][BN / 8][4];
     if constexpr (kQRegs) {
-      warp_qk_regs<T, HD, BN>(qa, sk, s[0]);
-    } else if constexpr (MT == 1) {
-      warp_qk<T, HD, BN>(sq + warp * 16 * kStride, sk, s[0]);
+      warp_qk_tiles<T, HD, BN, MT>(
+          [&](int kk, int, uint32_t(&q)[4]) {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) q[e] = qa[kk][e];
+          },
+          sk, s);
     } else {
-#pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
-#pragma unroll
-        for (int i = 0; i < BN / 8; ++i) s[mt][i][0] = s[mt][i][1] = s[mt][i][2] = s[mt][i][3] = 0.0f;
-      }
-#pragma unroll
-      for (int kk = 0; kk < HD / 16; ++kk) {
-        uint32_t q2[MT][4];
-#pragma unroll
-        for (int mt = 0; mt < MT; ++mt) {
-          ldmatrix_x4(q2[mt][0], q2[mt][1], q2[mt][2], q2[mt][3],
-                      sq + ((warp * MT + mt) * 16 + (lane & 15)) * kStride + kk * 16 + (lane >> 4) * 8);
-        }
-#pragma unroll
-        for (int nn = 0; nn < BN / 16; ++nn) {
-          const int mi = lane >> 3, r = lane & 7;
-          uint32_t b0, b1, b2, b3;
-          ldmatrix_x4(b0, b1, b2, b3, sk + (nn * 16 + r + 8 * (mi >> 1)) * kStride + kk * 16 + 8 * (mi & 1));
-#pragma unroll
-          for (int mt = 0; mt < MT; ++mt) {
-            mma16816<T>(s[mt][2 * nn], q2[mt], b0, b1);
-            mma16816<T>(s[mt][2 * nn + 1], q2[mt], b2, b3);
-          }
-        }
-      }
+      warp_qk_tiles<T, HD, BN, MT>(
+          [&](int kk, int mt, uint32_t(&q)[4]) { q_frag<T, HD>(sq + warp * MT * 16 * kStride, mt * 16, kk, q); }, sk,
+          s);
     }
 
     // Softcap, mask (only tiles that cross a row's visible range), online softmax in base 2.
