@@ -45,24 +45,19 @@ struct Scanner {
     }
     return v;
   }
-  // Reads a string at s[i] (after whitespace) into out; returns a view of out or of the input. As
-  // JSON (and the DOM parser) require, the text is UTF-8 without raw control characters.
+  // Reads a string at s[i] (after whitespace) into out; returns a view of out or of the input.
   std::string_view string(std::string& out) {
     ws();
     if (i >= s.size() || s[i] != '"') fail("a string");
     ++i;
     size_t start = i;
-    while (i < s.size() && s[i] != '"' && s[i] != '\\' && static_cast<unsigned char>(s[i]) >= 0x20) ++i;
-    if (i < s.size() && s[i] == '"') return utf8(s.substr(start, i++ - start), start);  // no escapes: a view
+    while (i < s.size() && s[i] != '"' && s[i] != '\\') ++i;
+    if (i < s.size() && s[i] == '"') return s.substr(start, i++ - start);  // no escapes: a view
     out.assign(s.substr(start, i - start));
     while (true) {
       if (i >= s.size()) fail("a closing quote");
       char c = s[i++];
-      if (c == '"') return utf8(out, start);
-      if (static_cast<unsigned char>(c) < 0x20) {
-        --i;
-        fail("a string without raw control characters");
-      }
+      if (c == '"') return out;
       if (c != '\\') {
         out += c;
         continue;
@@ -96,13 +91,6 @@ struct Scanner {
         default: fail("a valid escape");
       }
     }
-  }
-  std::string_view utf8(std::string_view str, size_t start) {
-    if (!is_valid_utf8(str)) {
-      i = start;
-      fail("a UTF-8 string");
-    }
-    return str;
   }
   int64_t integer() {
     ws();
@@ -217,6 +205,9 @@ void scan_vocab(std::string_view raw, const JsonPath& p, const std::function<voi
     if (!first) sc.expect(',', "',' or '}'");
     first = false;
     std::string_view key = sc.string(buf);
+    // Tokens are copied as they stand and decode() returns them: they must be UTF-8, as JSON requires
+    // (the merges name vocab tokens, so checking these is enough).
+    if (!is_valid_utf8(key)) p.fail("UTF-8 tokens", fmt::format("ill-formed UTF-8 at byte {} of the value", sc.i));
     sc.expect(':', "':'");
     sc.ws();
     if (sc.i >= raw.size() || !((raw[sc.i] >= '0' && raw[sc.i] <= '9') || raw[sc.i] == '-'))

@@ -178,21 +178,16 @@ TEST(TokenizerJson, ErrorsNameTheField) {
   EXPECT_THROW(TokenizerConfig::parse(R"({"bos_token": 3})"), Error);
 }
 
-// Found by the tokenizer.json fuzzer: the vocab's fast scanner let ill-formed UTF-8 (and raw control
-// characters) into token strings, so decode() could return invalid UTF-8 (now the scanner declines and
-// the JSON parser reports the byte); and a post-processor could add an id the vocabulary does not
-// have, which encode() then handed to the model; and one huge id made the dense id table take gigabytes.
+// Found by the tokenizer.json fuzzer: the vocab's fast scanner let ill-formed UTF-8 into token
+// strings, so decode() could return invalid UTF-8; a post-processor could add an id the vocabulary
+// does not have, which encode() then handed to the model; and one huge id made the dense id table take gigabytes.
 TEST(TokenizerErrors, VocabStringsAreUtf8IdsAreDenseAndPostProcessorIdsAreInTheVocab) {
   const std::string good = tiny(char_vocab(), json::array()).dump();
   const size_t at = good.find("\"a\":");
   ASSERT_NE(at, std::string::npos);
   std::string bad = good;
   bad.replace(at, 4, "\"a\xC3\":");  // "a" followed by a lone lead byte
-  EXPECT_NE(message(bad).find("tokenizer.json: expected valid JSON, got a parse error at byte"), std::string::npos)
-      << message(bad);
-  bad = good;
-  bad.replace(at, 4, "\"a\x01\":");
-  EXPECT_NE(message(bad).find("tokenizer.json: expected valid JSON, got a parse error at byte"), std::string::npos)
+  EXPECT_NE(message(bad).find("expected UTF-8 tokens at model.vocab, got ill-formed UTF-8 at byte"), std::string::npos)
       << message(bad);
   json t = tiny(char_vocab(), json::array());
   const int64_t n = make(t).vocab_size();
