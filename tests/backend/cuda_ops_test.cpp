@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "tern/backend/cuda/runtime/allocator.h"
@@ -436,6 +438,40 @@ TEST_F(CudaOps, Linear) {
   // f32 activations with bf16 weights (resident weights): computed in bf16 on the GPU.
   Tensor x = randn({5, 128}, Dtype::f32, 43), w = randn({256, 128}, Dtype::bf16, 44);
   EXPECT_CLOSE(ops::linear(x, w), ops::linear(x.to(kGpu), w.to(kGpu)), Dtype::bf16);
+}
+
+// The tensor-core decode products (5 to 32 rows): every token-tile count (M 5..8, 13, 16, 32; 33 takes
+// cuBLASLt) with rows past M, a row count off the block's 128 (64 gated), K off the kernel's load groups, each K split
+// over a cluster (1, 2, 4, 8 blocks), bf16 and f32 results, and the gated product with each activation.
+TEST_F(CudaOps, TensorCoreDecodeProducts) {
+  struct Case {
+    int64_t n, k;
+  };
+  for (const Case& c : {Case{1000, 4096}, Case{300, 32 * 37}, Case{2100, 96}}) {
+    Tensor w = randn({c.n, c.k}, Dtype::bf16, 300, 0.05f), wg = w.to(kGpu);
+    Tensor gw = randn({2 * c.n, c.k}, Dtype::bf16, 301, 0.05f), gwg = gw.to(kGpu);
+    for (int64_t m : {5, 7, 8, 13, 16, 32, 33}) {
+      Tensor x = randn({m, c.k}, Dtype::bf16, 310 + static_cast<uint32_t>(m)), xg = x.to(kGpu);
+      Tensor want = ops::linear(x, w), want32 = ops::linear(x, w, Tensor(), Dtype::f32);
+      Tensor y = ops::linear(x, gw);
+      Tensor gate = y.narrow(-1, 0, c.n), up = y.narrow(-1, c.n, c.n);
+      for (const char* splits : {"", "1", "2", "4", "8"}) {
+        if (*splits) ASSERT_EQ(setenv("TERN_CUDA_MMA_SPLITS", splits, 1), 0);
+        if (*splits) ASSERT_EQ(setenv("TERN_CUDA_MMA_GEMV", "1", 1), 0);  // whatever the weights' size
+        const std::string what = "N " + std::to_string(c.n) + " K " + std::to_string(c.k) + " M " + std::to_string(m) +
+                                 " splits " + (*splits ? splits : "auto");
+        EXPECT_CLOSE(want, ops::linear(xg, wg), Dtype::bf16) << what;
+        EXPECT_CLOSE(want32, ops::linear(xg, wg, Tensor(), Dtype::f32), Dtype::bf16) << what;
+        for (ops::UnaryOp act : {ops::UnaryOp::silu, ops::UnaryOp::gelu_tanh, ops::UnaryOp::gelu_erf}) {
+          Tensor ref =
+              act == ops::UnaryOp::silu ? ops::swiglu(gate, up) : ops::geglu(gate, up, act == ops::UnaryOp::gelu_tanh);
+          EXPECT_CLOSE(ref, ops::gated_linear(xg, gwg, act), Dtype::bf16) << what << " act " << static_cast<int>(act);
+        }
+        ASSERT_EQ(unsetenv("TERN_CUDA_MMA_SPLITS"), 0);
+        ASSERT_EQ(unsetenv("TERN_CUDA_MMA_GEMV"), 0);
+      }
+    }
+  }
 }
 
 TEST_F(CudaOps, NoCudaMallocInSteadyState) {

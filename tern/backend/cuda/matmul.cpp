@@ -119,9 +119,12 @@ void linear(const Tensor& x2d, const Tensor& w, const Tensor& bias, Tensor& out2
   Tensor x = x2d.dtype() == w.dtype() ? x2d : ops::cast(x2d, w.dtype());
   // Decode-sized products (a few tokens) are weight-bandwidth bound: the GEMV kernel reads w at full
   // width where cuBLASLt's small-M paths reach 40-75% of it.
+  // A few more rows (gemv_mma.cu says which) take the tensor-core variant.
   const bool gemv = x.dtype() == Dtype::bf16 && w.is_contiguous() && x.is_contiguous() &&
-                    launch_gemv(x.size(0), x.data_ptr(), w.data_ptr(), out2d.dtype(), out2d.data_ptr(), w.size(0),
-                                w.size(1), stream());
+                    (launch_gemv(x.size(0), x.data_ptr(), w.data_ptr(), out2d.dtype(), out2d.data_ptr(), w.size(0),
+                                 w.size(1), stream()) ||
+                     launch_gemv_mma(x.size(0), x.data_ptr(), w.data_ptr(), out2d.dtype(), out2d.data_ptr(), w.size(0),
+                                     w.size(1), stream()));
   if (!gemv) gemm_batched(x, false, w, true, out2d);
   if (bias.defined()) {
     check_cuda(bias, "linear");
@@ -134,7 +137,9 @@ void linear(const Tensor& x2d, const Tensor& w, const Tensor& bias, Tensor& out2
 bool gated_linear(const Tensor& x2d, const Tensor& w, ops::UnaryOp act, Tensor& out2d) {
   check_cuda(x2d, "gated_linear");
   return launch_gemv_gated(x2d.size(0), static_cast<int>(act), x2d.data_ptr(), w.data_ptr(), out2d.data_ptr(),
-                           w.size(0) / 2, w.size(1), stream());
+                           w.size(0) / 2, w.size(1), stream()) ||
+         launch_gemv_mma_gated(x2d.size(0), static_cast<int>(act), x2d.data_ptr(), w.data_ptr(), out2d.data_ptr(),
+                               w.size(0) / 2, w.size(1), stream());
 }
 
 bool norm_linear(const Tensor& x2d, const Tensor& delta2d, const Tensor& weight, float eps, const Tensor& w, int act,
