@@ -1,11 +1,14 @@
 // CUDA op benchmarks: device copy bandwidth (the memory ceiling), cuBLASLt GEMM rate, the engine's hot
 // ops at Qwen3-8B / 0.6B shapes and the routed experts at Qwen3-30B-A3B shapes, each as median time,
 // achieved rate and % of ceiling.
-// usage: tern_cuda_bench [--quick | --kv | --gemv | --decode | --kv-splits | --prefill]
+// usage: tern_cuda_bench [--quick | --kv | --gemv | --skinny | --decode | --kv-splits | --prefill]
 //   --kv: the copy ceiling and the quantized-KV decode attention only
 //   --gemv: the copy ceiling and a batch-1 layer's four decode products in sequence, over enough layers'
 //           weights that none stays in L2 (the decode step's regime), at Qwen3-8B and 0.6B shapes, and
 //           Qwen3-30B-A3B's attention products
+//   --skinny: the copy ceiling and the decode products of 8 to 64 rows (batched decode) at Qwen3-8B and
+//             0.6B shapes: cuBLASLt (then the separate SwiGLU for gate/up), the engine's choice ("auto")
+//             and the tensor-core kernel (up to 32 rows) with K split over 1, 2, 4, 8 blocks per cluster
 //   --decode: the copy ceiling and bf16 flash-decoding at Qwen3-8B heads over key-split counts, with
 //             the splits merged by the last block and by a separate combine launch
 //   --kv-splits: the copy ceiling and decode attention over quantized KV at Qwen3-8B heads over key-split
@@ -128,6 +131,7 @@ int main(int argc, char** argv) {
   const bool kv_only = argc > 1 && !std::strcmp(argv[1], "--kv");
   const bool gemv_only = argc > 1 && !std::strcmp(argv[1], "--gemv");
   const bool decode_only = argc > 1 && !std::strcmp(argv[1], "--decode");
+  const bool skinny = argc > 1 && !std::strcmp(argv[1], "--skinny");
   const bool kv_splits = argc > 1 && !std::strcmp(argv[1], "--kv-splits");
   const bool prefill_only = argc > 1 && !std::strcmp(argv[1], "--prefill");
   if (!cuda_available()) {
@@ -164,6 +168,44 @@ int main(int argc, char** argv) {
           unsetenv("TERN_CUDA_DECODE_SPLITS");
         }
         unsetenv("TERN_CUDA_DECODE_COMBINE");
+      }
+    }
+    return 0;
+  }
+  if (skinny) {  // decode products of 8-64 rows, weights of enough layers that none stays in L2
+    struct Product {
+      const char* name;
+      int64_t n, k, copies;
+      bool gated;  // n counts the outputs; the weights stack 2n rows
+    };
+    const Product products[] = {{"8b qkv", 6144, 4096, 4, false},      {"8b o_proj", 4096, 4096, 4, false},
+                                {"8b gate/up", 12288, 4096, 2, true},  {"8b down", 4096, 12288, 2, false},
+                                {"0.6b qkv", 4096, 1024, 16, false},   {"0.6b o_proj", 1024, 2048, 32, false},
+                                {"0.6b gate/up", 3072, 1024, 8, true}, {"0.6b down", 1024, 3072, 16, false}};
+    char name[128];
+    for (const Product& p : products) {
+      std::vector<Tensor> w;
+      for (int64_t c = 0; c < p.copies; ++c)
+        w.push_back(randn_gpu({p.gated ? 2 * p.n : p.n, p.k}, Dtype::bf16, static_cast<uint32_t>(400 + c)));
+      for (int64_t M : {int64_t(8), int64_t(16), int64_t(32), int64_t(64)}) {
+        Tensor x = randn_gpu({M, p.k}, Dtype::bf16, 7);
+        auto run = [&] {
+          for (const Tensor& wc : w)
+            p.gated ? (void)ops::gated_linear(x, wc, ops::UnaryOp::silu) : (void)ops::linear(x, wc);
+        };
+        for (const char* mode : {"cublaslt", "auto", "1", "2", "4", "8"}) {
+          const bool forced = std::strcmp(mode, "cublaslt") && std::strcmp(mode, "auto");
+          if (forced && M > 32) break;
+          if (!forced) setenv("TERN_CUDA_MMA_GEMV", std::strcmp(mode, "auto") ? "0" : "", 1);
+          if (forced) {
+            setenv("TERN_CUDA_MMA_GEMV", "1", 1);
+            setenv("TERN_CUDA_MMA_SPLITS", mode, 1);
+          }
+          std::snprintf(name, sizeof name, "%s M=%lld %s%s", p.name, (long long)M, forced ? "mma splits=" : "", mode);
+          row(name, time_it(run) / p.copies, w[0].nbytes(), 0);
+          unsetenv("TERN_CUDA_MMA_GEMV");
+          unsetenv("TERN_CUDA_MMA_SPLITS");
+        }
       }
     }
     return 0;
