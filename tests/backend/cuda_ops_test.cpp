@@ -440,9 +440,10 @@ TEST_F(CudaOps, Linear) {
   EXPECT_CLOSE(ops::linear(x, w), ops::linear(x.to(kGpu), w.to(kGpu)), Dtype::bf16);
 }
 
-// The tensor-core decode products (5 to 32 rows): every token-tile count (M 5..8, 13, 16, 32; 33 takes
-// cuBLASLt) with rows past M, a row count off the block's 128 (64 gated), K off the kernel's load groups, each K split
-// over a cluster (1, 2, 4, 8 blocks), bf16 and f32 results, and the gated product with each activation.
+// The tensor-core decode products (5 to 32 rows; forced on past the default's 8 when the split is forced):
+// every token-tile count (M 5..8, 13, 16, 32; 33 takes cuBLASLt) with rows past M, a row count off the block's 128 (64
+// gated), K off the kernel's load groups, each K split over a cluster (1, 2, 4, 8 blocks), bf16 and f32 results, and
+// the gated product with each activation.
 TEST_F(CudaOps, TensorCoreDecodeProducts) {
   struct Case {
     int64_t n, k;

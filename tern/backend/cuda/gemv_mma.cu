@@ -59,13 +59,13 @@ void run_tiles(const void* x, const void* w, void* out, int64_t M, int64_t N, in
 // rows: w's rows (2N when gated). TERN_CUDA_MMA_GEMV=0 turns the kernel off (cuBLASLt takes these
 // products), =1 takes it for every row count up to 32 whatever the weights' size (for comparison).
 bool mma_eligible(int64_t M, const void* x, const void* w, const void* out, int64_t rows, int64_t K) {
+  if (M < kMmaGemvMinRows || M > kMmaGemvMaxRows) return false;  // most products: no environment lookup
   const char* e = std::getenv("TERN_CUDA_MMA_GEMV");
   if (e && e[0] == '0') return false;
   const bool any = e && e[0] == '1';
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  const bool size_ok = any ? M <= kMmaGemvMaxRows : M <= kMmaGemvDefaultRows && rows * K <= kMmaGemvSmallWeights;
-  return M >= kMmaGemvMinRows && size_ok && K >= 32 && K % 32 == 0 && aligned(x) && aligned(w) && aligned(out) &&
-         device_props().major >= 9;
+  const bool size_ok = any || (M <= kMmaGemvDefaultRows && rows * K <= kMmaGemvSmallWeights);
+  return size_ok && K >= 32 && K % 32 == 0 && aligned(x) && aligned(w) && aligned(out) && device_props().major >= 9;
 }
 
 }  // namespace

@@ -45,8 +45,9 @@ bool launch_gemv(int64_t M, const void* x, const void* w, Dtype out_dt, void* ou
 // a UnaryOp code (silu, gelu_tanh, gelu_erf); the same conditions and false otherwise.
 bool launch_gemv_gated(int64_t M, int act, const void* x, const void* w, void* out, int64_t N, int64_t K,
                        cudaStream_t s);
-// gemv_mma.cu: the same two products for 5 <= M <= 8 on tensor cores (sm_90), and up to 32 rows over
-// small weights, K % 32 == 0 and out 16-byte aligned too; false (nothing launched) otherwise.
+// gemv_mma.cu: the same two products on tensor cores (sm_90) for 5 <= M <= 8 over weights of at most 2^23
+// elements (up to 32 rows of any size with TERN_CUDA_MMA_GEMV=1), K % 32 == 0 and out 16-byte aligned too;
+// false (nothing launched) otherwise.
 bool launch_gemv_mma(int64_t M, const void* x, const void* w, Dtype out_dt, void* out, int64_t N, int64_t K,
                      cudaStream_t s);
 bool launch_gemv_mma_gated(int64_t M, int act, const void* x, const void* w, void* out, int64_t N, int64_t K,
