@@ -11,8 +11,8 @@
 //             and the tensor-core kernel (up to 32 rows) with K split over 1, 2, 4, 8 blocks per cluster
 //   --decode: the copy ceiling and bf16 flash-decoding at Qwen3-8B heads over key-split counts, with
 //             the splits merged by the last block and by a separate combine launch
-//   --kv-splits: the copy ceiling and decode attention over quantized KV at Qwen3-8B heads over key-split
-//                counts, beside bf16
+//   --kv-splits [FILTER]: the copy ceiling and decode attention over quantized KV at Qwen3-8B heads over
+//                key-split counts, beside bf16; FILTER keeps the rows whose name contains it (for a profiler)
 //   --prefill: the copy ceiling and the flash prefill kernel at the head shapes of Qwen3-8B, Qwen3-0.6B,
 //              Qwen3.5-9B and Gemma 4 (its sliding and full layers), causal, over 512-8,192 tokens
 #include <cuda_runtime_api.h>
@@ -236,21 +236,24 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (kv_splits) {  // decode attention over quantized KV at Qwen3-8B heads: split counts, beside bf16
+    const char* filter = argc > 2 ? argv[2] : "";
+    auto kept = [&](const char* name) { return std::strstr(name, filter) != nullptr; };
     std::printf("\n-- quantized-KV decode (32 q, 8 kv heads, dim 128): splits --\n");
     char name[128];
     for (int64_t B : {int64_t(1), int64_t(8)}) {
       for (int64_t Lk : {int64_t(4096), int64_t(32768)}) {
         const DecodeCase c = decode_case(B, Lk);
         std::snprintf(name, sizeof name, "B=%lld Lk=%lld bf16 (sdpa)", (long long)B, (long long)Lk);
-        row(name, time_it([&] { ops::sdpa(c.q, c.k, c.v, 0.088f, c.m); }), c.bytes(), 0);
+        if (kept(name)) row(name, time_it([&] { ops::sdpa(c.q, c.k, c.v, 0.088f, c.m); }), c.bytes(), 0);
         for (const KVScheme& sc : kKVSchemes) {
           const Tensor kr = packed_rows(c.k, sc.k), vr = packed_rows(c.v, sc.v);
           for (int splits : {0, 8, 12, 16, 24, 32, 48, 64, 96}) {
             if (splits) setenv("TERN_CUDA_KV_SPLITS", std::to_string(splits).c_str(), 1);
             std::snprintf(name, sizeof name, "B=%lld Lk=%lld %s splits=%s", (long long)B, (long long)Lk, sc.name,
                           splits ? std::to_string(splits).c_str() : "auto");
-            row(name, time_it([&] { ops::kv_decode_attention(c.q, kr, sc.k, vr, sc.v, Tensor(), Tensor(), 0.088f); }),
-                kr.nbytes() + vr.nbytes() + 2.0 * c.q.nbytes(), 0);
+            if (kept(name))
+              row(name, time_it([&] { ops::kv_decode_attention(c.q, kr, sc.k, vr, sc.v, Tensor(), Tensor(), 0.088f); }),
+                  kr.nbytes() + vr.nbytes() + 2.0 * c.q.nbytes(), 0);
             unsetenv("TERN_CUDA_KV_SPLITS");
           }
         }
