@@ -105,29 +105,34 @@ __device__ __forceinline__ void decode_softmax(float (&s)[BN / 8][4], I n0, floa
     tile_max[rr] = fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 1));
     tile_max[rr] = fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 2));
     const float m_new = fmaxf(row_m[rr], tile_max[rr]);
-    corr[rr] = m_new == -INFINITY ? 1.0f : exp2f(row_m[rr] - m_new);
+    corr[rr] = m_new == -INFINITY ? 1.0f : fast_exp2(row_m[rr] - m_new);
     row_m[rr] = m_new;
   }
+  // A row that has seen no key yet subtracts 0: its scores are all -inf, and ex2 of -inf is 0.
+  const float m_sub[2] = {row_m[0] == -INFINITY ? 0.0f : row_m[0], row_m[1] == -INFINITY ? 0.0f : row_m[1]};
   float tile_sum[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int i = 0; i < BN / 8; ++i) {
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
       const int rr = e >> 1;
-      const float p = row_m[rr] == -INFINITY ? 0.0f : exp2f(s[i][e] - row_m[rr]);
+      const float p = fast_exp2(s[i][e] - m_sub[rr]);
       s[i][e] = p;
       tile_sum[rr] += p;
     }
   }
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) row_l[rr] = row_l[rr] * corr[rr] + tile_sum[rr];
-  if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {  // once the maxima settle, most tiles skip this
+    // Once the maxima settle most tiles skip these. Each half votes alone: rows g + 8 that hold no query
+    // (G <= 8 in the quantized read: their scores are all 0) rescale at their first tile only.
 #pragma unroll
-    for (int i = 0; i < HD / 8; ++i) {
-      o[i][0] *= corr[0];
-      o[i][1] *= corr[0];
-      o[i][2] *= corr[1];
-      o[i][3] *= corr[1];
+  for (int rr = 0; rr < 2; ++rr) {
+    if (__any_sync(0xffffffffu, corr[rr] != 1.0f)) {
+#pragma unroll
+      for (int i = 0; i < HD / 8; ++i) {
+        o[i][2 * rr] *= corr[rr];
+        o[i][2 * rr + 1] *= corr[rr];
+      }
     }
   }
 }

@@ -272,29 +272,34 @@ struct TurboValueFrag {
 };
 
 // One warp copies the first n rows of a 16-row tile (row r at src + r * src_step bytes) into dst (rows
-// of `stage` bytes), GRAN bytes per cp.async: lanes 2 r and 2 r + 1 each copy half of row r's
-// per_row pieces, so a lane's addresses only step by GRAN inside the loop.
+// of `stage` bytes), GRAN bytes per cp.async: lpr lanes per row (the power of two >= the row's per_row
+// pieces, at most 32), so that every pass copies 32 / lpr whole rows and the passes are the same for
+// every lane (no per-lane trip counts, no divergent branches).
 template <int GRAN>
 __device__ __forceinline__ void warp_stage_rows(uint8_t* dst, const uint8_t* src, int64_t src_step, int stage, int n,
                                                 int per_row, int lane) {
-  const int r = lane >> 1;
-  if (r >= n) return;
-  const int half = (per_row + 1) >> 1, c0 = (lane & 1) * half;
-  const int count = (lane & 1) ? per_row - half : half;
-  uint32_t d = smem_addr(dst + r * stage + c0 * GRAN);
-  const uint8_t* g = src + r * src_step + c0 * GRAN;
-  for (int i = 0; i < count; ++i, d += GRAN, g += GRAN) {
+  const int shift = per_row >= 32 ? 5 : 32 - __clz(per_row - 1);
+  const int rpp = 32 >> shift, r0 = lane >> shift, c0 = lane & ((1 << shift) - 1);
+  const uint8_t* g = src + r0 * src_step + c0 * GRAN;
+  uint32_t d = smem_addr(dst + r0 * stage + c0 * GRAN);
+  const int64_t g_pass = rpp * src_step;
+  const uint32_t d_pass = rpp * stage;
+  auto copy = [&](uint32_t to, const uint8_t* from) {
     if constexpr (GRAN == 16) {
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(g));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(from));
     } else {
-      asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(d), "l"(g), "n"(GRAN));
+      asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(to), "l"(from), "n"(GRAN));
     }
+  };
+  for (int r = r0; r < kKVWarpKeys; r += rpp, g += g_pass, d += d_pass) {
+    if (r >= n) continue;
+    if (c0 < per_row) copy(d, g);
+    for (int c = c0 + 32; c < per_row; c += 32) copy(d + (c - c0) * GRAN, g + (c - c0) * GRAN);  // rows > 32 pieces
   }
 }
 
 __device__ __forceinline__ void warp_stage_any(int gran, uint8_t* dst, const uint8_t* src, int64_t src_step, int stage,
                                                int n, int row_bytes, int lane) {
-  static_assert(kKVWarpKeys == 16, "two lanes per staged row");
   if (gran == 16) warp_stage_rows<16>(dst, src, src_step, stage, n, row_bytes / 16, lane);
   else if (gran == 8) warp_stage_rows<8>(dst, src, src_step, stage, n, row_bytes / 8, lane);
   else warp_stage_rows<4>(dst, src, src_step, stage, n, row_bytes / 4, lane);
@@ -422,20 +427,23 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
     const uint8_t* cv = ck + BN * k_stage;
     const bool full = n0 + BN <= hi;  // uniform across the warp
 
+    // Both n-tiles' keys decoded first, so that their two chains of HD / 16 dependent mma interleave
+    // and each query fragment is read once per tile.
     float s[BN / 8][4];
+    uint32_t kb[BN / 8][HD / 16][2];
 #pragma unroll
     for (int nn = 0; nn < BN / 8; ++nn) {
       s[nn][0] = s[nn][1] = s[nn][2] = s[nn][3] = 0.0f;
       const int r = nn * 8 + g;  // the key this lane feeds to n-tile nn
-      uint32_t kb[HD / 16][2];
-      KC::template decode<HD>(ck + r * k_stage, tq, k_shift, kb);
-      if (!full && n0 + r >= hi) fix_key(kb, n0 + r);
+      KC::template decode<HD>(ck + r * k_stage, tq, k_shift, kb[nn]);
+      if (!full && n0 + r >= hi) fix_key(kb[nn], n0 + r);
+    }
 #pragma unroll
-      for (int kk = 0; kk < HD / 16; ++kk) {
-        const uint4 q4 = sqf[kk * 32 + lane];
-        const uint32_t qa[4] = {q4.x, q4.y, q4.z, q4.w};
-        mma16816<__half>(s[nn], qa, kb[kk][0], kb[kk][1]);
-      }
+    for (int kk = 0; kk < HD / 16; ++kk) {
+      const uint4 q4 = sqf[kk * 32 + lane];
+      const uint32_t qa[4] = {q4.x, q4.y, q4.z, q4.w};
+#pragma unroll
+      for (int nn = 0; nn < BN / 8; ++nn) mma16816<__half>(s[nn], qa, kb[nn][kk][0], kb[nn][kk][1]);
     }
     if (full) {  // nothing in the tile is hidden
       decode_softmax<HD, BN>(s, n0, a.scale, a.softcap, o, row_m, row_l, [](int, int) { return false; });
