@@ -272,34 +272,30 @@ struct TurboValueFrag {
 };
 
 // One warp copies the first n rows of a 16-row tile (row r at src + r * src_step bytes) into dst (rows
-// of `stage` bytes), GRAN bytes per cp.async: lpr lanes per row (the power of two >= the row's per_row
-// pieces, at most 32), so that every pass copies 32 / lpr whole rows and the passes are the same for
-// every lane (no per-lane trip counts, no divergent branches).
+// of `stage` bytes), GRAN bytes per cp.async: lanes 2 r and 2 r + 1 copy the first and second half of
+// row r's per_row pieces. Every lane runs the same trip count (the first half's; the second half's lane
+// skips its last piece when per_row is odd), so the loop has no divergent exit.
 template <int GRAN>
 __device__ __forceinline__ void warp_stage_rows(uint8_t* dst, const uint8_t* src, int64_t src_step, int stage, int n,
                                                 int per_row, int lane) {
-  const int shift = per_row >= 32 ? 5 : 32 - __clz(per_row - 1);
-  const int rpp = 32 >> shift, r0 = lane >> shift, c0 = lane & ((1 << shift) - 1);
-  const uint8_t* g = src + r0 * src_step + c0 * GRAN;
-  uint32_t d = smem_addr(dst + r0 * stage + c0 * GRAN);
-  const int64_t g_pass = rpp * src_step;
-  const uint32_t d_pass = rpp * stage;
-  auto copy = [&](uint32_t to, const uint8_t* from) {
+  const int r = lane >> 1, half = (per_row + 1) >> 1, c0 = (lane & 1) * half;
+  const int count = r < n ? per_row - c0 : 0;  // pieces of this lane's part, or none past the n rows
+  uint32_t d = smem_addr(dst + r * stage + c0 * GRAN);
+  const uint8_t* g = src + r * src_step + c0 * GRAN;
+#pragma unroll 4
+  for (int i = 0; i < half; ++i, d += GRAN, g += GRAN) {
+    if (i >= count) continue;
     if constexpr (GRAN == 16) {
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(to), "l"(from));
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(g));
     } else {
-      asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(to), "l"(from), "n"(GRAN));
+      asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(d), "l"(g), "n"(GRAN));
     }
-  };
-  for (int r = r0; r < kKVWarpKeys; r += rpp, g += g_pass, d += d_pass) {
-    if (r >= n) continue;
-    if (c0 < per_row) copy(d, g);
-    for (int c = c0 + 32; c < per_row; c += 32) copy(d + (c - c0) * GRAN, g + (c - c0) * GRAN);  // rows > 32 pieces
   }
 }
 
 __device__ __forceinline__ void warp_stage_any(int gran, uint8_t* dst, const uint8_t* src, int64_t src_step, int stage,
                                                int n, int row_bytes, int lane) {
+  static_assert(kKVWarpKeys == 16, "two lanes per staged row");
   if (gran == 16) warp_stage_rows<16>(dst, src, src_step, stage, n, row_bytes / 16, lane);
   else if (gran == 8) warp_stage_rows<8>(dst, src, src_step, stage, n, row_bytes / 8, lane);
   else warp_stage_rows<4>(dst, src, src_step, stage, n, row_bytes / 4, lane);
