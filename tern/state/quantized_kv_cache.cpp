@@ -152,14 +152,14 @@ void QuantizedKVCache::advance(int64_t n) {
 std::unique_ptr<AttentionRead> QuantizedKVCache::append_step(const Tensor& k, const Tensor& v) {
   const DeviceStep& st = *step_;
   const ops::KVRowCodec kc = key_codec(), vc = value_codec();
-  for (bool keys : {true, false}) {
-    const ops::KVRowCodec& c = keys ? kc : vc;
-    Tensor row = Tensor::empty({1, batch_, heads_, c.row_bytes()}, Dtype::u8, k.device());
-    ops::kv_encode(keys ? k : v, c, row);
-    // [capacity, B, Hkv, row bytes] seen as [B, Hkv, capacity, row bytes]: row b lands at positions[b].
-    Tensor dst = (keys ? keys_ : values_).permute({1, 2, 0, 3});
-    ops::write_positions(dst, row.permute({1, 2, 0, 3}), st.positions);
-  }
+  Tensor krow = Tensor::empty({1, batch_, heads_, kc.row_bytes()}, Dtype::u8, k.device());
+  Tensor vrow = Tensor::empty({1, batch_, heads_, vc.row_bytes()}, Dtype::u8, k.device());
+  ops::kv_encode(k, kc, krow);
+  ops::kv_encode(v, vc, vrow);
+  // [capacity, B, Hkv, row bytes] seen as [B, Hkv, capacity, row bytes]: row b lands at positions[b];
+  // keys and values in one write (one launch on CUDA).
+  Tensor kdst = keys_.permute({1, 2, 0, 3}), vdst = values_.permute({1, 2, 0, 3});
+  ops::write_positions(kdst, krow.permute({1, 2, 0, 3}), vdst, vrow.permute({1, 2, 0, 3}), st.positions);
   // The stored positions row b reads are those before its own: positions[b] of them.
   return packed_decode_read(rows(true, st.span), rows(false, st.span), kc, vc, k, v, st.positions);
 }
