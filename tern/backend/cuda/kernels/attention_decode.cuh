@@ -123,8 +123,8 @@ __device__ __forceinline__ void decode_softmax(float (&s)[BN / 8][4], I n0, floa
   }
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) row_l[rr] = row_l[rr] * corr[rr] + tile_sum[rr];
-    // Once the maxima settle most tiles skip these. Each half votes alone: rows g + 8 that hold no query
-    // (G <= 8 in the quantized read: their scores are all 0) rescale at their first tile only.
+  // Once the maxima settle most tiles skip these. Each half votes alone: rows g + 8 that hold no query
+  // (G <= 8 in the quantized read: their scores are all 0) rescale at their first tile only.
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     if (__any_sync(0xffffffffu, corr[rr] != 1.0f)) {
