@@ -33,22 +33,15 @@ int mma_splits(int64_t row_blocks, int64_t K) {
   return S;
 }
 
-// TERN_CUDA_MMA_PDL=0 launches the kernel in plain stream order (no early placement beside the
-// previous kernel), for comparison.
-bool mma_pdl() {
-  const char* e = std::getenv("TERN_CUDA_MMA_PDL");
-  return !(e && e[0] == '0');
-}
-
 template <int MT, int ACT, typename O>
 void run(const void* x, const void* w, void* out, int64_t M, int64_t N, int64_t K, cudaStream_t s) {
   constexpr int64_t per_block = ACT >= 0 ? kernels::kMmaGemvRows / 2 : kernels::kMmaGemvRows;
   const int64_t row_blocks = (N + per_block - 1) / per_block;
   const int S = mma_splits(row_blocks, K);
-  launch_kernel_ex(kernels::gemv_mma_kernel<MT, ACT, O>, dim3(S, static_cast<unsigned>(row_blocks)),
-                   kernels::kMmaGemvWarps * 32, 0, s, static_cast<unsigned>(S), mma_pdl(),
-                   static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w), static_cast<O*>(out),
-                   static_cast<int>(M), N, K);
+  launch_kernel_clusters(kernels::gemv_mma_kernel<MT, ACT, O>, dim3(S, static_cast<unsigned>(row_blocks)),
+                         kernels::kMmaGemvWarps * 32, 0, s, static_cast<unsigned>(S),
+                         static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w),
+                         static_cast<O*>(out), static_cast<int>(M), N, K);
 }
 
 // Token tiles of 8, rounded up to 1, 2 or 4 (the weights dominate the bytes; fewer instances).

@@ -24,14 +24,13 @@ inline bool pdl_enabled() {
 }
 
 // cluster_x > 1: the grid runs as thread-block clusters of cluster_x blocks along x (sm_90), which must
-// divide grid.x. pdl false: this launch waits for the previous kernel in plain stream order (its blocks
-// are placed once that kernel has left the SMs).
+// divide grid.x.
 template <typename... Params, typename... Args>
-void launch_kernel_ex(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s, unsigned cluster_x,
-                      bool pdl, Args&&... args) {
+void launch_kernel_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                            unsigned cluster_x, Args&&... args) {
   cudaLaunchAttribute attrs[2]{};
   unsigned n = 0;
-  if (pdl && pdl_enabled()) {
+  if (pdl_enabled()) {
     attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[n++].val.programmaticStreamSerializationAllowed = 1;
   }
@@ -47,12 +46,6 @@ void launch_kernel_ex(void (*kernel)(Params...), dim3 grid, dim3 block, size_t s
   cfg.attrs = attrs;
   cfg.numAttrs = n;
   TERN_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
-}
-
-template <typename... Params, typename... Args>
-void launch_kernel_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                            unsigned cluster_x, Args&&... args) {
-  launch_kernel_ex(kernel, grid, block, smem, s, cluster_x, true, std::forward<Args>(args)...);
 }
 
 template <typename... Params, typename... Args>
