@@ -76,7 +76,9 @@ void check_attention_rows(const Tensor& q, const Tensor& k_rows, const KVRowCode
 
 }  // namespace
 
-void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows) {
+namespace {
+
+void check_encode(const Tensor& x, const KVRowCodec& codec, const Tensor& rows) {
   TERN_CHECK(x.defined() && is_floating(x.dtype()) && x.rank() == 4,
              "[kv-quant] expected a float x of rank 4 [B, H, L, dim], got {}", x.defined() ? shape_str(x.shape()) : "none");
   TERN_CHECK(x.size(3) == codec.dim, "[kv-quant] expected x rows of {} values, got {}", codec.dim, x.size(3));
@@ -86,10 +88,34 @@ void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows) {
              shape_str(x.shape()), shape_str(rows.shape()));
   TERN_CHECK(rows.device() == x.device(), "[kv-quant] expected rows on {}, got {}", x.device().str(),
              rows.device().str());
+}
+
+}  // namespace
+
+void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows) {
+  check_encode(x, codec, rows);
   if (x.numel() == 0) return;
   if (x.device().is_cpu()) cpu::kv_encode(x, codec, rows);
   else
     cuda::kv_encode(x, device_codec(codec), rows);
+}
+
+void kv_encode(const Tensor& k, const KVRowCodec& key_codec, Tensor& k_rows, const Tensor& v,
+               const KVRowCodec& value_codec, Tensor& v_rows) {
+  check_encode(k, key_codec, k_rows);
+  check_encode(v, value_codec, v_rows);
+  TERN_CHECK(k.device() == v.device(), "[kv-quant] expected keys and values on one device, got {} and {}",
+             k.device().str(), v.device().str());
+  const KVRowCodec kc = device_codec(key_codec), vc = device_codec(value_codec);
+  const bool one_launch = !k.device().is_cpu() && k.dtype() == v.dtype() && k.size(0) == v.size(0) &&
+                          k.size(1) == v.size(1) && k.size(2) == v.size(2) && k.numel() > 0 && v.numel() > 0 &&
+                          !(kc.kind == KVRowCodec::turbo_value && vc.kind == KVRowCodec::turbo_value);
+  if (!one_launch) {
+    kv_encode(k, key_codec, k_rows);
+    kv_encode(v, value_codec, v_rows);
+    return;
+  }
+  cuda::kv_encode(k, kc, k_rows, v, vc, v_rows);
 }
 
 Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool unrotate) {

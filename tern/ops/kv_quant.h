@@ -27,6 +27,10 @@ struct KVRowCodec {
 // [L, B, H, row_bytes] on x's device (row (l, b, h) holds x[b, h, l, :]). Bits are those of the CPU
 // codecs on x widened to f32, on either device. turbo_value rows hold the rotated, coded values.
 void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows);
+// kv_encode of keys and values together (the same checks for each): on CUDA one launch when k and v
+// share a dtype and their shape's [B, H, L] and at most one of the two codecs is rotated, else two.
+void kv_encode(const Tensor& k, const KVRowCodec& key_codec, Tensor& k_rows, const Tensor& v,
+               const KVRowCodec& value_codec, Tensor& v_rows);
 
 // rows [S, B, H, row_bytes] u8 (contiguous) -> [B, H, S, dim] in dtype (f32/bf16/f16) on rows' device.
 // Rotated rows (codec.rotated()) decode to their own domain when unrotate, else stay rotated.
@@ -73,6 +77,8 @@ void kv_window_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRow
 }
 namespace tern::cuda {
 void kv_encode(const Tensor& x, const ops::KVRowCodec& codec, Tensor& rows);
+void kv_encode(const Tensor& k, const ops::KVRowCodec& key_codec, Tensor& k_rows, const Tensor& v,
+               const ops::KVRowCodec& value_codec, Tensor& v_rows);
 void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, Tensor& out);
 void kv_decode_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec,
                          const Tensor& v_rows, const ops::KVRowCodec& value_codec, const Tensor& k_new,

@@ -154,10 +154,9 @@ std::unique_ptr<AttentionRead> QuantizedKVCache::append_step(const Tensor& k, co
   const ops::KVRowCodec kc = key_codec(), vc = value_codec();
   Tensor krow = Tensor::empty({1, batch_, heads_, kc.row_bytes()}, Dtype::u8, k.device());
   Tensor vrow = Tensor::empty({1, batch_, heads_, vc.row_bytes()}, Dtype::u8, k.device());
-  ops::kv_encode(k, kc, krow);
-  ops::kv_encode(v, vc, vrow);
+  ops::kv_encode(k, kc, krow, v, vc, vrow);
   // [capacity, B, Hkv, row bytes] seen as [B, Hkv, capacity, row bytes]: row b lands at positions[b];
-  // keys and values in one write (one launch on CUDA).
+  // keys and values encoded in one launch and written in one (on CUDA).
   Tensor kdst = keys_.permute({1, 2, 0, 3}), vdst = values_.permute({1, 2, 0, 3});
   ops::write_positions(kdst, krow.permute({1, 2, 0, 3}), vdst, vrow.permute({1, 2, 0, 3}), st.positions);
   // The stored positions row b reads are those before its own: positions[b] of them.

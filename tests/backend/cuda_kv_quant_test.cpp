@@ -108,6 +108,33 @@ TEST_F(CudaKVQuant, EncodeBitsIdenticalToCpu) {
   }
 }
 
+// Keys and values in one launch (the compiled step's append): both row sets bit-identical to the CPU's,
+// for every pairing of a key codec with a value codec (two TurboQuant value codecs take two launches).
+TEST_F(CudaKVQuant, KeysAndValuesEncodedTogetherMatchCpu) {
+  const int64_t B = 3, H = 2, L = 1, D = 128;
+  const Tensor k = ops::cast(randn({B, H, L, D}, 31, 1.5f), Dtype::bf16),
+               v = ops::cast(randn({B, H, L, D}, 32), Dtype::bf16);
+  const Tensor kg = k.to(kGpu), vg = v.to(kGpu);
+  for (const KVRowCodec& kc : all_codecs(D)) {
+    if (kc.kind == KVRowCodec::turbo_value) continue;  // keys are affine or turbo_key
+    for (const KVRowCodec& vc : all_codecs(D)) {
+      if (vc.kind == KVRowCodec::turbo_key) continue;  // values are affine or turbo_value
+      Tensor kw = Tensor::empty({L, B, H, kc.row_bytes()}, Dtype::u8),
+             vw = Tensor::empty({L, B, H, vc.row_bytes()}, Dtype::u8);
+      ops::kv_encode(k, kc, kw, v, vc, vw);
+      Tensor kr = Tensor::empty(kw.shape(), Dtype::u8, kGpu), vr = Tensor::empty(vw.shape(), Dtype::u8, kGpu);
+      ops::kv_encode(kg, kc, kr, vg, vc, vr);
+      std::string first;
+      EXPECT_EQ(count_row_mismatches(bytes_of(kw), bytes_of(kr), kc, first), 0u)
+          << "keys " << kc.kind << "/" << kc.bits << "/" << kc.group << " with values " << vc.kind << "/" << vc.bits
+          << "; first: " << first;
+      EXPECT_EQ(count_row_mismatches(bytes_of(vw), bytes_of(vr), vc, first), 0u)
+          << "values " << vc.kind << "/" << vc.bits << "/" << vc.group << " with keys " << kc.kind << "/" << kc.bits
+          << "; first: " << first;
+    }
+  }
+}
+
 TEST_F(CudaKVQuant, DecodeMatchesCpu) {
   const int64_t B = 2, H = 2, S = 17, D = 128;
   Tensor x = randn({B, H, S, D}, 31);

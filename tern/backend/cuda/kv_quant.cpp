@@ -44,16 +44,38 @@ TurboTables turbo_tables(const ops::KVRowCodec& c) {
 
 Tensor last_dim_contiguous(const Tensor& t) { return t.stride(-1) == 1 || t.size(-1) == 1 ? t : t.contiguous(); }
 
+KVEncodeJob encode_job(const Tensor& x, const ops::KVRowCodec& codec, Tensor& rows) {
+  TERN_CHECK(reinterpret_cast<uintptr_t>(rows.data_ptr()) % 2 == 0,
+             "[kv_encode] expected rows at an even address (the f16 fields are stored 16 bits at a time)");
+  KVEncodeJob j;
+  j.x = x.data_ptr();
+  for (int i = 0; i < 3; ++i) j.xs[i] = x.stride(i);
+  j.rows = rows.data<uint8_t>();
+  j.c = codec_args(codec);
+  return j;
+}
+
 }  // namespace
 
 void kv_encode(const Tensor& x_in, const ops::KVRowCodec& codec, Tensor& rows) {
   check_cuda(x_in, "kv_encode");
   const Tensor x = last_dim_contiguous(x_in);
-  const int64_t xs[3] = {x.stride(0), x.stride(1), x.stride(2)};
-  TERN_CHECK(reinterpret_cast<uintptr_t>(rows.data_ptr()) % 2 == 0,
-             "[kv_encode] expected rows at an even address (the f16 fields are stored 16 bits at a time)");
-  launch_kv_encode(x.dtype(), x.data_ptr(), x.size(0), x.size(1), x.size(2), xs, rows.data<uint8_t>(), codec_args(codec),
-                   turbo_tables(codec), stream());
+  const KVEncodeJob job = encode_job(x, codec, rows);
+  launch_kv_encode(x.dtype(), &job, 1, x.size(0), x.size(1), x.size(2), turbo_tables(codec), stream());
+}
+
+void kv_encode(const Tensor& k_in, const ops::KVRowCodec& key_codec, Tensor& k_rows, const Tensor& v_in,
+               const ops::KVRowCodec& value_codec, Tensor& v_rows) {
+  check_cuda(k_in, "kv_encode");
+  const Tensor k = last_dim_contiguous(k_in), v = last_dim_contiguous(v_in);
+  TERN_CHECK(k.dtype() == v.dtype() && k.size(0) == v.size(0) && k.size(1) == v.size(1) && k.size(2) == v.size(2),
+             "[kv_encode] expected keys and values of one dtype and [B, H, L] for one launch, got {} and {}",
+             shape_str(k.shape()), shape_str(v.shape()));
+  TERN_CHECK(!(key_codec.kind == ops::KVRowCodec::turbo_value && value_codec.kind == ops::KVRowCodec::turbo_value),
+             "[kv_encode] expected at most one TurboQuant value codec for one launch");
+  const KVEncodeJob jobs[2] = {encode_job(k, key_codec, k_rows), encode_job(v, value_codec, v_rows)};
+  const ops::KVRowCodec& rotated = key_codec.kind == ops::KVRowCodec::turbo_value ? key_codec : value_codec;
+  launch_kv_encode(k.dtype(), jobs, 2, k.size(0), k.size(1), k.size(2), turbo_tables(rotated), stream());
 }
 
 void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, Tensor& out) {

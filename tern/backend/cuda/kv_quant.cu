@@ -9,12 +9,12 @@
 
 namespace tern::cuda {
 
-void launch_kv_encode(Dtype dt, const void* x, int64_t B, int64_t H, int64_t L, const int64_t xs[3], uint8_t* rows,
-                      const KVCodecArgs& c, const TurboTables& t, cudaStream_t s) {
+void launch_kv_encode(Dtype dt, const KVEncodeJob* jobs, int count, int64_t B, int64_t H, int64_t L,
+                      const TurboTables& t, cudaStream_t s) {
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
-    launch_kernel(kernels::kv_encode_kernel<T>, static_cast<unsigned>(L * B * H), 128, 0, s, static_cast<const T*>(x),
-                  B, H, xs[0], xs[1], xs[2], rows, c, t);
+    launch_kernel(kernels::kv_encode_kernel<T>, dim3(static_cast<unsigned>(L * B * H), static_cast<unsigned>(count)),
+                  128, 0, s, jobs[0], jobs[count - 1], B, H, t);
   });
 }
 

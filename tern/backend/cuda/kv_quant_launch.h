@@ -14,9 +14,12 @@ using kernels::KVAttnArgs;
 using kernels::KVCodecArgs;
 using kernels::TurboTables;
 
-// x [B, H, L, dim] of dt with strides xs (b, h, l), last dim contiguous -> rows [L, B, H, row_bytes].
-void launch_kv_encode(Dtype dt, const void* x, int64_t B, int64_t H, int64_t L, const int64_t xs[3], uint8_t* rows,
-                      const KVCodecArgs& c, const TurboTables& t, cudaStream_t s);
+using kernels::KVEncodeJob;
+
+// jobs[0..count) (count 1 or 2), each x [B, H, L, dim] of dt -> rows [L, B, H, row_bytes], in one launch;
+// t: the tables of the (at most one) TurboQuant value codec among them.
+void launch_kv_encode(Dtype dt, const KVEncodeJob* jobs, int count, int64_t B, int64_t H, int64_t L,
+                      const TurboTables& t, cudaStream_t s);
 // rows [S, B, H, row_bytes] -> out [B, H, S, dim] of dt, contiguous.
 void launch_kv_decode(Dtype dt, const uint8_t* rows, int64_t S, int64_t B, int64_t H, void* out, const KVCodecArgs& c,
                       const TurboTables& t, bool unrotate, cudaStream_t s);

@@ -138,14 +138,18 @@ __device__ inline void encode_turbo_value_group(const float* r, int bits, const 
   store_f16(scale_out, s);
 }
 
-// One block per packed row r = (l * B + b) * H + h, holding x[b, h, l, :] (x strides xs, last dim 1).
+// One block per packed row r = (l * B + b) * H + h of job blockIdx.y (0: j0, 1: j1; keys and values in
+// one launch), holding x[b, h, l, :]. t: the tables of the job whose codec is a TurboQuant value's (at
+// most one of the two).
 template <typename T>
-__global__ void kv_encode_kernel(const T* x, int64_t B, int64_t H, int64_t xs0, int64_t xs1, int64_t xs2,
-                                 uint8_t* rows, KVCodecArgs c, TurboTables t) {
+__global__ void kv_encode_kernel(KVEncodeJob j0, KVEncodeJob j1, int64_t B, int64_t H, TurboTables t) {
   grid_dependency_wait();
   __shared__ float row[1024];
+  const KVEncodeJob& j = blockIdx.y == 0 ? j0 : j1;
+  const KVCodecArgs c = j.c;
+  uint8_t* rows = j.rows;
   const int64_t r = blockIdx.x, h = r % H, b = (r / H) % B, l = r / (H * B);
-  const T* xp = x + b * xs0 + h * xs1 + l * xs2;
+  const T* xp = static_cast<const T*>(j.x) + b * j.xs[0] + h * j.xs[1] + l * j.xs[2];
   for (int i = threadIdx.x; i < c.dim; i += blockDim.x) row[i] = to_f32(xp[i]);
   __syncthreads();
   if (c.kind == 2) block_rotate(row, c.dim, t, false);

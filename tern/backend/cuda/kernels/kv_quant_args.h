@@ -21,6 +21,15 @@ struct TurboTables {
   int n_bounds = 0;
 };
 
+// One encode of kv_encode_kernel: x [B, H, L, dim] (strides xs (b, h, l), last dim contiguous) into
+// rows [L, B, H, row bytes].
+struct KVEncodeJob {
+  const void* x = nullptr;
+  int64_t xs[3] = {};
+  uint8_t* rows = nullptr;
+  KVCodecArgs c;
+};
+
 // The fused decode attention's arguments (kv_quant_attention.cuh, kv_quant_attention_mma.cuh).
 struct KVAttnArgs {
   const void* q;  // [B, Hq, 1, D], strides (b, h), last dim contiguous
