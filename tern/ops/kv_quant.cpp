@@ -2,6 +2,7 @@
 #include "tern/ops/kv_quant.h"
 
 #include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "tern/ops/affine_codec.h"
@@ -116,6 +117,37 @@ void kv_encode(const Tensor& k, const KVRowCodec& key_codec, Tensor& k_rows, con
     return;
   }
   cuda::kv_encode(k, kc, k_rows, v, vc, v_rows);
+}
+
+void kv_encode_positions(const Tensor& k, const KVRowCodec& key_codec, Tensor& keys, const Tensor& v,
+                         const KVRowCodec& value_codec, Tensor& values, const Tensor& positions) {
+  for (const auto& [x, c] : {std::pair{&k, &key_codec}, std::pair{&v, &value_codec}})
+    TERN_CHECK(x->defined() && is_floating(x->dtype()) && x->rank() == 4 && x->size(2) == 1 && x->size(3) == c->dim,
+               "[kv-quant] expected the step's k and v as float [B, H, 1, {}], got {}", c->dim,
+               x->defined() ? shape_str(x->shape()) : "none");
+  check_rows(keys, key_codec, "key storage");
+  check_rows(values, value_codec, "value storage");
+  TERN_CHECK(keys.size(0) == values.size(0) && keys.size(1) == k.size(0) && keys.size(2) == k.size(1) &&
+                 values.size(1) == v.size(0) && values.size(2) == v.size(1),
+             "[kv-quant] expected key and value storage [N, B, H, ..] for k {} and v {}, got {} and {}",
+             shape_str(k.shape()), shape_str(v.shape()), shape_str(keys.shape()), shape_str(values.shape()));
+  TERN_CHECK(keys.device() == k.device() && values.device() == k.device() && v.device() == k.device(),
+             "[kv-quant] expected k, v and their storage on one device ({})", k.device().str());
+  TERN_CHECK(positions.defined(), "[kv-quant] expected positions [{}] i32, got none", k.size(0));
+  TERN_CHECK(positions.dtype() == Dtype::i32 && positions.numel() == k.size(0) && positions.device() == k.device(),
+             "[kv-quant] expected positions [{}] i32 on {}, got {} {} on {}", k.size(0), k.device().str(),
+             shape_str(positions.shape()), dtype_name(positions.dtype()), positions.device().str());
+  if (!k.device().is_cpu()) {
+    cuda::kv_encode_positions(k, device_codec(key_codec), keys, v, device_codec(value_codec), values,
+                              positions.contiguous());
+    return;
+  }
+  Tensor krow = Tensor::empty({1, k.size(0), k.size(1), key_codec.row_bytes()}, Dtype::u8);
+  Tensor vrow = Tensor::empty({1, v.size(0), v.size(1), value_codec.row_bytes()}, Dtype::u8);
+  kv_encode(k, key_codec, krow, v, value_codec, vrow);
+  // [N, B, H, row bytes] seen as [B, H, N, row bytes]: row b lands at positions[b].
+  Tensor kdst = keys.permute({1, 2, 0, 3}), vdst = values.permute({1, 2, 0, 3});
+  write_positions(kdst, krow.permute({1, 2, 0, 3}), vdst, vrow.permute({1, 2, 0, 3}), positions);
 }
 
 Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool unrotate) {

@@ -31,6 +31,13 @@ void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows);
 // share a dtype and their shape's [B, H, L] and at most one of the two codecs is rotated, else two.
 void kv_encode(const Tensor& k, const KVRowCodec& key_codec, Tensor& k_rows, const Tensor& v,
                const KVRowCodec& value_codec, Tensor& v_rows);
+// The step append of a packed cache: k [B, H, 1, dk] and v [B, H, 1, dv] encoded as kv_encode does and
+// row (b, h) stored at keys[positions[b], b, h] and values[positions[b], b, h] (contiguous u8 storage
+// [N, B, H, row_bytes]); positions [B] i32 on the storage's device. The CPU encodes, then writes as
+// write_positions does (throwing for a position outside [0, N)); CUDA encodes straight into the storage
+// in one launch (two when both codecs are rotated), and a device position outside [0, N) writes nothing.
+void kv_encode_positions(const Tensor& k, const KVRowCodec& key_codec, Tensor& keys, const Tensor& v,
+                         const KVRowCodec& value_codec, Tensor& values, const Tensor& positions);
 
 // rows [S, B, H, row_bytes] u8 (contiguous) -> [B, H, S, dim] in dtype (f32/bf16/f16) on rows' device.
 // Rotated rows (codec.rotated()) decode to their own domain when unrotate, else stay rotated.
@@ -79,6 +86,8 @@ namespace tern::cuda {
 void kv_encode(const Tensor& x, const ops::KVRowCodec& codec, Tensor& rows);
 void kv_encode(const Tensor& k, const ops::KVRowCodec& key_codec, Tensor& k_rows, const Tensor& v,
                const ops::KVRowCodec& value_codec, Tensor& v_rows);
+void kv_encode_positions(const Tensor& k, const ops::KVRowCodec& key_codec, Tensor& keys, const Tensor& v,
+                         const ops::KVRowCodec& value_codec, Tensor& values, const Tensor& positions);
 void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, Tensor& out);
 void kv_decode_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec,
                          const Tensor& v_rows, const ops::KVRowCodec& value_codec, const Tensor& k_new,

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "tern/ops/index.h"
 #include "tern/state/cache_file.h"
 #include "tern/state/packed_read.h"
 
@@ -152,13 +151,8 @@ void QuantizedKVCache::advance(int64_t n) {
 std::unique_ptr<AttentionRead> QuantizedKVCache::append_step(const Tensor& k, const Tensor& v) {
   const DeviceStep& st = *step_;
   const ops::KVRowCodec kc = key_codec(), vc = value_codec();
-  Tensor krow = Tensor::empty({1, batch_, heads_, kc.row_bytes()}, Dtype::u8, k.device());
-  Tensor vrow = Tensor::empty({1, batch_, heads_, vc.row_bytes()}, Dtype::u8, k.device());
-  ops::kv_encode(k, kc, krow, v, vc, vrow);
-  // [capacity, B, Hkv, row bytes] seen as [B, Hkv, capacity, row bytes]: row b lands at positions[b];
-  // keys and values encoded in one launch and written in one (on CUDA).
-  Tensor kdst = keys_.permute({1, 2, 0, 3}), vdst = values_.permute({1, 2, 0, 3});
-  ops::write_positions(kdst, krow.permute({1, 2, 0, 3}), vdst, vrow.permute({1, 2, 0, 3}), st.positions);
+  // Row b of the step's keys and values encoded straight into position positions[b] (one launch on CUDA).
+  ops::kv_encode_positions(k, kc, keys_, v, vc, values_, st.positions);
   // The stored positions row b reads are those before its own: positions[b] of them.
   return packed_decode_read(rows(true, st.span), rows(false, st.span), kc, vc, k, v, st.positions);
 }

@@ -4,6 +4,7 @@
 // without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -131,6 +132,47 @@ TEST_F(CudaKVQuant, KeysAndValuesEncodedTogetherMatchCpu) {
       EXPECT_EQ(count_row_mismatches(bytes_of(vw), bytes_of(vr), vc, first), 0u)
           << "values " << vc.kind << "/" << vc.bits << "/" << vc.group << " with keys " << kc.kind << "/" << kc.bits
           << "; first: " << first;
+    }
+  }
+}
+
+TEST_F(CudaKVQuant, EncodedAtPositionsMatchCpuStorage) {
+  const int64_t B = 3, H = 2, N = 5, D = 128;
+  const Tensor k = ops::cast(randn({B, H, 1, D}, 33, 1.5f), Dtype::bf16),
+               v = ops::cast(randn({B, H, 1, D}, 34), Dtype::bf16);
+  const Tensor kg = k.to(kGpu), vg = v.to(kGpu);
+  Tensor pos = Tensor::empty({B}, Dtype::i32);
+  const int32_t at[B] = {2, 4, 0};
+  for (int64_t b = 0; b < B; ++b) pos.data<int32_t>()[b] = at[b];
+  const Tensor pg = pos.to(kGpu);
+  for (const KVRowCodec& kc : all_codecs(D)) {
+    if (kc.kind == KVRowCodec::turbo_value) continue;
+    for (const KVRowCodec& vc : all_codecs(D)) {
+      if (vc.kind == KVRowCodec::turbo_key) continue;
+      Tensor kw = Tensor::zeros({N, B, H, kc.row_bytes()}, Dtype::u8),
+             vw = Tensor::zeros({N, B, H, vc.row_bytes()}, Dtype::u8);
+      Tensor kr = kw.to(kGpu), vr = vw.to(kGpu);
+      ops::kv_encode_positions(k, kc, kw, v, vc, vw, pos);
+      ops::kv_encode_positions(kg, kc, kr, vg, vc, vr, pg);
+      std::string first;
+      EXPECT_EQ(count_row_mismatches(bytes_of(kw), bytes_of(kr), kc, first), 0u)
+          << "keys " << kc.kind << "/" << kc.bits << "/" << kc.group << " with values " << vc.kind << "/" << vc.bits
+          << "; first: " << first;
+      EXPECT_EQ(count_row_mismatches(bytes_of(vw), bytes_of(vr), vc, first), 0u)
+          << "values " << vc.kind << "/" << vc.bits << "/" << vc.group << " with keys " << kc.kind << "/" << kc.bits
+          << "; first: " << first;
+    }
+  }
+  // A device position outside [0, N) writes nothing (the device does not check; the rows stay zero).
+  const KVRowCodec kc{KVRowCodec::turbo_key, 8, 32, D}, vc{KVRowCodec::turbo_value, 3, 32, D};
+  Tensor kr = Tensor::zeros({N, B, H, kc.row_bytes()}, Dtype::u8).to(kGpu),
+         vr = Tensor::zeros({N, B, H, vc.row_bytes()}, Dtype::u8).to(kGpu);
+  for (int32_t p : {-1, static_cast<int32_t>(N)}) {
+    for (int64_t b = 0; b < B; ++b) pos.data<int32_t>()[b] = p;
+    ops::kv_encode_positions(kg, kc, kr, vg, vc, vr, pos.to(kGpu));
+    for (const Tensor* t : {&kr, &vr}) {
+      const std::vector<uint8_t> got = bytes_of(*t);
+      EXPECT_EQ(std::count(got.begin(), got.end(), 0), static_cast<std::ptrdiff_t>(got.size())) << "position " << p;
     }
   }
 }

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -100,6 +101,52 @@ TEST(KVQuant, KeysAndValuesEncodedTogetherEqualEachAlone) {
     ADD_FAILURE() << "expected a throw for value rows of 7 bytes";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("rows of " + std::to_string(vc.row_bytes()) + " bytes, got 7"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(KVQuant, EncodedAtPositionsLandWhereTheRowsBelong) {
+  const int64_t B = 3, H = 2, N = 6, D = 64;
+  const Tensor k = randn({B, H, 1, D}, 13), v = randn({B, H, 1, D}, 14);
+  const KVRowCodec kc{KVRowCodec::turbo_key, 8, 32, D}, vc{KVRowCodec::turbo_value, 3, 32, D};
+  const int64_t kb = kc.row_bytes(), vb = vc.row_bytes();
+  Tensor keys = Tensor::zeros({N, B, H, kb}, Dtype::u8), values = Tensor::zeros({N, B, H, vb}, Dtype::u8);
+  Tensor pos = Tensor::empty({B}, Dtype::i32);
+  const int32_t at[B] = {4, 0, 5};
+  for (int64_t b = 0; b < B; ++b) pos.data<int32_t>()[b] = at[b];
+  ops::kv_encode_positions(k, kc, keys, v, vc, values, pos);
+  // Each row alone, through the plain encode: row (b, h) must sit at [at[b], b, h] and nothing else moves.
+  Tensor kr = Tensor::empty({1, B, H, kb}, Dtype::u8), vr = Tensor::empty({1, B, H, vb}, Dtype::u8);
+  ops::kv_encode(k, kc, kr);
+  ops::kv_encode(v, vc, vr);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t b = 0; b < B; ++b)
+      for (int64_t h = 0; h < H; ++h) {
+        const uint8_t* ks = keys.data<uint8_t>() + ((n * B + b) * H + h) * kb;
+        const uint8_t* vs = values.data<uint8_t>() + ((n * B + b) * H + h) * vb;
+        if (n == at[b]) {
+          EXPECT_EQ(std::memcmp(ks, kr.data<uint8_t>() + (b * H + h) * kb, kb), 0) << "key row " << b << "," << h;
+          EXPECT_EQ(std::memcmp(vs, vr.data<uint8_t>() + (b * H + h) * vb, vb), 0) << "value row " << b << "," << h;
+        } else {
+          EXPECT_EQ(std::count(ks, ks + kb, 0), kb) << "key slot " << n << " of row " << b << " was written";
+          EXPECT_EQ(std::count(vs, vs + vb, 0), vb) << "value slot " << n << " of row " << b << " was written";
+        }
+      }
+  // A position past the storage is refused with the write's message; storage of the wrong row size by name.
+  pos.data<int32_t>()[1] = static_cast<int32_t>(N);
+  try {
+    ops::kv_encode_positions(k, kc, keys, v, vc, values, pos);
+    ADD_FAILURE() << "expected a throw for position " << N << " of " << N;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("[0, " + std::to_string(N) + ")"), std::string::npos) << e.what();
+  }
+  Tensor bad = Tensor::zeros({N, B, H, 7}, Dtype::u8);
+  try {
+    ops::kv_encode_positions(k, kc, keys, v, vc, bad, pos);
+    ADD_FAILURE() << "expected a throw for value storage of 7-byte rows";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("value storage rows of " + std::to_string(vb) + " bytes, got 7"),
               std::string::npos)
         << e.what();
   }

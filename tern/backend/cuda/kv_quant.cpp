@@ -78,6 +78,26 @@ void kv_encode(const Tensor& k_in, const ops::KVRowCodec& key_codec, Tensor& k_r
   launch_kv_encode(k.dtype(), jobs, 2, k.size(0), k.size(1), k.size(2), turbo_tables(rotated), stream());
 }
 
+void kv_encode_positions(const Tensor& k_in, const ops::KVRowCodec& key_codec, Tensor& keys, const Tensor& v_in,
+                         const ops::KVRowCodec& value_codec, Tensor& values, const Tensor& positions) {
+  check_cuda(k_in, "kv_encode");
+  const Tensor k = last_dim_contiguous(k_in), v = last_dim_contiguous(v_in);
+  KVEncodeJob jobs[2] = {encode_job(k, key_codec, keys), encode_job(v, value_codec, values)};
+  for (KVEncodeJob& j : jobs) {
+    j.positions = positions.data<int32_t>();
+    j.capacity = keys.size(0);
+  }
+  const bool both_rotated =
+      key_codec.kind == ops::KVRowCodec::turbo_value && value_codec.kind == ops::KVRowCodec::turbo_value;
+  if (k.dtype() != v.dtype() || k.size(0) != v.size(0) || k.size(1) != v.size(1) || both_rotated) {
+    launch_kv_encode(k.dtype(), &jobs[0], 1, k.size(0), k.size(1), 1, turbo_tables(key_codec), stream());
+    launch_kv_encode(v.dtype(), &jobs[1], 1, v.size(0), v.size(1), 1, turbo_tables(value_codec), stream());
+    return;
+  }
+  const ops::KVRowCodec& rotated = key_codec.kind == ops::KVRowCodec::turbo_value ? key_codec : value_codec;
+  launch_kv_encode(k.dtype(), jobs, 2, k.size(0), k.size(1), 1, turbo_tables(rotated), stream());
+}
+
 void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, Tensor& out) {
   check_cuda(rows, "kv_decode");
   launch_kv_decode(out.dtype(), rows.data<uint8_t>(), rows.size(0), rows.size(1), rows.size(2), out.data_ptr(),

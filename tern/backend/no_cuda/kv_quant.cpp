@@ -7,6 +7,10 @@ void kv_encode(const Tensor&, const ops::KVRowCodec&, Tensor&) { TERN_THROW("[kv
 void kv_encode(const Tensor&, const ops::KVRowCodec&, Tensor&, const Tensor&, const ops::KVRowCodec&, Tensor&) {
   TERN_THROW("[kv_encode] needs a CUDA build");
 }
+void kv_encode_positions(const Tensor&, const ops::KVRowCodec&, Tensor&, const Tensor&, const ops::KVRowCodec&, Tensor&,
+                         const Tensor&) {
+  TERN_THROW("[kv_encode] needs a CUDA build");
+}
 void kv_decode(const Tensor&, const ops::KVRowCodec&, bool, Tensor&) { TERN_THROW("[kv_decode] needs a CUDA build"); }
 void kv_decode_attention(const Tensor&, const Tensor&, const ops::KVRowCodec&, const Tensor&, const ops::KVRowCodec&,
                          const Tensor&, const Tensor&, float, float, const Tensor&, Tensor&) {

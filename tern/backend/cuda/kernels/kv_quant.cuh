@@ -139,8 +139,8 @@ __device__ inline void encode_turbo_value_group(const float* r, int bits, const 
 }
 
 // One block per packed row r = (l * B + b) * H + h of job blockIdx.y (0: j0, 1: j1; keys and values in
-// one launch), holding x[b, h, l, :]. t: the tables of the job whose codec is a TurboQuant value's (at
-// most one of the two).
+// one launch), holding x[b, h, l, :] (with positions: stored at row (positions[b] * B + b) * H + h). t:
+// the tables of the job whose codec is a TurboQuant value's (at most one of the two).
 template <typename T>
 __global__ void kv_encode_kernel(KVEncodeJob j0, KVEncodeJob j1, int64_t B, int64_t H, TurboTables t) {
   grid_dependency_wait();
@@ -149,11 +149,17 @@ __global__ void kv_encode_kernel(KVEncodeJob j0, KVEncodeJob j1, int64_t B, int6
   const KVCodecArgs c = j.c;
   uint8_t* rows = j.rows;
   const int64_t r = blockIdx.x, h = r % H, b = (r / H) % B, l = r / (H * B);
+  int64_t dst = r;
+  if (j.positions) {  // the whole block returns alike, before any barrier
+    const int32_t p = j.positions[b];
+    if (p < 0 || p >= j.capacity) return;
+    dst = (p * B + b) * H + h;
+  }
   const T* xp = static_cast<const T*>(j.x) + b * j.xs[0] + h * j.xs[1] + l * j.xs[2];
   for (int i = threadIdx.x; i < c.dim; i += blockDim.x) row[i] = to_f32(xp[i]);
   __syncthreads();
   if (c.kind == 2) block_rotate(row, c.dim, t, false);
-  uint8_t* out = rows + r * c.row_bytes;
+  uint8_t* out = rows + dst * c.row_bytes;
   const int groups = c.dim / c.group;
   uint8_t* first = out + c.codes_bytes;  // f16 scales [groups], then the second f16 [groups]
   for (int g = threadIdx.x; g < groups; g += blockDim.x) {

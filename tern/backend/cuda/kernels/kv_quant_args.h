@@ -22,11 +22,14 @@ struct TurboTables {
 };
 
 // One encode of kv_encode_kernel: x [B, H, L, dim] (strides xs (b, h, l), last dim contiguous) into
-// rows [L, B, H, row bytes].
+// rows [L, B, H, row bytes]; with positions (L == 1), row (b, h) into rows [capacity, B, H, row bytes]
+// at positions[b] (a position outside [0, capacity) writes nothing).
 struct KVEncodeJob {
   const void* x = nullptr;
   int64_t xs[3] = {};
   uint8_t* rows = nullptr;
+  const int32_t* positions = nullptr;
+  int64_t capacity = 0;
   KVCodecArgs c;
 };
 
