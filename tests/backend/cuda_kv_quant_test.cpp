@@ -109,6 +109,18 @@ TEST_F(CudaKVQuant, EncodeBitsIdenticalToCpu) {
   }
 }
 
+// The CPU's key and value rows (kw, vw) against the GPU's (kr, vr), byte for byte, naming the pair.
+void expect_pair_identical(const Tensor& kw, const Tensor& kr, const KVRowCodec& kc, const Tensor& vw, const Tensor& vr,
+                           const KVRowCodec& vc) {
+  std::string first;
+  EXPECT_EQ(count_row_mismatches(bytes_of(kw), bytes_of(kr), kc, first), 0u)
+      << "keys " << kc.kind << "/" << kc.bits << "/" << kc.group << " with values " << vc.kind << "/" << vc.bits
+      << "; first: " << first;
+  EXPECT_EQ(count_row_mismatches(bytes_of(vw), bytes_of(vr), vc, first), 0u)
+      << "values " << vc.kind << "/" << vc.bits << "/" << vc.group << " with keys " << kc.kind << "/" << kc.bits
+      << "; first: " << first;
+}
+
 // Keys and values in one launch (the compiled step's append): both row sets bit-identical to the CPU's,
 // for every pairing of a key codec with a value codec (two TurboQuant value codecs take two launches).
 TEST_F(CudaKVQuant, KeysAndValuesEncodedTogetherMatchCpu) {
@@ -125,17 +137,13 @@ TEST_F(CudaKVQuant, KeysAndValuesEncodedTogetherMatchCpu) {
       ops::kv_encode(k, kc, kw, v, vc, vw);
       Tensor kr = Tensor::empty(kw.shape(), Dtype::u8, kGpu), vr = Tensor::empty(vw.shape(), Dtype::u8, kGpu);
       ops::kv_encode(kg, kc, kr, vg, vc, vr);
-      std::string first;
-      EXPECT_EQ(count_row_mismatches(bytes_of(kw), bytes_of(kr), kc, first), 0u)
-          << "keys " << kc.kind << "/" << kc.bits << "/" << kc.group << " with values " << vc.kind << "/" << vc.bits
-          << "; first: " << first;
-      EXPECT_EQ(count_row_mismatches(bytes_of(vw), bytes_of(vr), vc, first), 0u)
-          << "values " << vc.kind << "/" << vc.bits << "/" << vc.group << " with keys " << kc.kind << "/" << kc.bits
-          << "; first: " << first;
+      expect_pair_identical(kw, kr, kc, vw, vr, vc);
     }
   }
 }
 
+// The compiled step's append: keys and values encoded straight into their positions of the storage,
+// bit-identical to the CPU's encode-then-write, for every codec pairing.
 TEST_F(CudaKVQuant, EncodedAtPositionsMatchCpuStorage) {
   const int64_t B = 3, H = 2, N = 5, D = 128;
   const Tensor k = ops::cast(randn({B, H, 1, D}, 33, 1.5f), Dtype::bf16),
@@ -146,21 +154,15 @@ TEST_F(CudaKVQuant, EncodedAtPositionsMatchCpuStorage) {
   for (int64_t b = 0; b < B; ++b) pos.data<int32_t>()[b] = at[b];
   const Tensor pg = pos.to(kGpu);
   for (const KVRowCodec& kc : all_codecs(D)) {
-    if (kc.kind == KVRowCodec::turbo_value) continue;
+    if (kc.kind == KVRowCodec::turbo_value) continue;  // keys are affine or turbo_key
     for (const KVRowCodec& vc : all_codecs(D)) {
-      if (vc.kind == KVRowCodec::turbo_key) continue;
+      if (vc.kind == KVRowCodec::turbo_key) continue;  // values are affine or turbo_value
       Tensor kw = Tensor::zeros({N, B, H, kc.row_bytes()}, Dtype::u8),
              vw = Tensor::zeros({N, B, H, vc.row_bytes()}, Dtype::u8);
       Tensor kr = kw.to(kGpu), vr = vw.to(kGpu);
       ops::kv_encode_positions(k, kc, kw, v, vc, vw, pos);
       ops::kv_encode_positions(kg, kc, kr, vg, vc, vr, pg);
-      std::string first;
-      EXPECT_EQ(count_row_mismatches(bytes_of(kw), bytes_of(kr), kc, first), 0u)
-          << "keys " << kc.kind << "/" << kc.bits << "/" << kc.group << " with values " << vc.kind << "/" << vc.bits
-          << "; first: " << first;
-      EXPECT_EQ(count_row_mismatches(bytes_of(vw), bytes_of(vr), vc, first), 0u)
-          << "values " << vc.kind << "/" << vc.bits << "/" << vc.group << " with keys " << kc.kind << "/" << kc.bits
-          << "; first: " << first;
+      expect_pair_identical(kw, kr, kc, vw, vr, vc);
     }
   }
   // A device position outside [0, N) writes nothing (the device does not check; the rows stay zero).
