@@ -1,6 +1,7 @@
 // Launchers of the skinny decode products (M <= 4 rows, bf16 weights): plain, gated, and either one
 // behind its input's RMSNorm.
 #include <cstdlib>
+#include <cstring>
 
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/gemv.cuh"
@@ -180,9 +181,15 @@ bool launch_gemv_gated(int64_t M, int act, const void* x, const void* w, void* o
   }
 }
 
+// TERN_CUDA_NORM_GEMV=0 declines every product, so the caller runs the add+norm and the GEMV as two
+// launches (for benchmarks; read once).
 bool launch_norm_gemv(int64_t M, const NormGemvArgs& a, int64_t N, int64_t K, cudaStream_t s) {
+  static const bool off = [] {
+    const char* e = std::getenv("TERN_CUDA_NORM_GEMV");
+    return e && std::strcmp(e, "0") == 0;
+  }();
   auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (!gemv_eligible(M, a.x, a.w, K) || M * K * 2 > 48 * 1024 || !aligned(a.delta) || !aligned(a.sum) ||
+  if (off || !gemv_eligible(M, a.x, a.w, K) || M * K * 2 > 48 * 1024 || !aligned(a.delta) || !aligned(a.sum) ||
       !aligned(a.weight) || !aligned(a.out))
     return false;
   switch (M) {
