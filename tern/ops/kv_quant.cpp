@@ -77,9 +77,7 @@ void check_attention_rows(const Tensor& q, const Tensor& k_rows, const KVRowCode
 
 }  // namespace
 
-namespace {
-
-void check_encode(const Tensor& x, const KVRowCodec& codec, const Tensor& rows) {
+void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows) {
   TERN_CHECK(x.defined() && is_floating(x.dtype()) && x.rank() == 4,
              "[kv-quant] expected a float x of rank 4 [B, H, L, dim], got {}", x.defined() ? shape_str(x.shape()) : "none");
   TERN_CHECK(x.size(3) == codec.dim, "[kv-quant] expected x rows of {} values, got {}", codec.dim, x.size(3));
@@ -89,34 +87,10 @@ void check_encode(const Tensor& x, const KVRowCodec& codec, const Tensor& rows) 
              shape_str(x.shape()), shape_str(rows.shape()));
   TERN_CHECK(rows.device() == x.device(), "[kv-quant] expected rows on {}, got {}", x.device().str(),
              rows.device().str());
-}
-
-}  // namespace
-
-void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows) {
-  check_encode(x, codec, rows);
   if (x.numel() == 0) return;
   if (x.device().is_cpu()) cpu::kv_encode(x, codec, rows);
   else
     cuda::kv_encode(x, device_codec(codec), rows);
-}
-
-void kv_encode(const Tensor& k, const KVRowCodec& key_codec, Tensor& k_rows, const Tensor& v,
-               const KVRowCodec& value_codec, Tensor& v_rows) {
-  check_encode(k, key_codec, k_rows);
-  check_encode(v, value_codec, v_rows);
-  TERN_CHECK(k.device() == v.device(), "[kv-quant] expected keys and values on one device, got {} and {}",
-             k.device().str(), v.device().str());
-  const KVRowCodec kc = device_codec(key_codec), vc = device_codec(value_codec);
-  const bool one_launch = !k.device().is_cpu() && k.dtype() == v.dtype() && k.size(0) == v.size(0) &&
-                          k.size(1) == v.size(1) && k.size(2) == v.size(2) && k.numel() > 0 && v.numel() > 0 &&
-                          !(kc.kind == KVRowCodec::turbo_value && vc.kind == KVRowCodec::turbo_value);
-  if (!one_launch) {
-    kv_encode(k, key_codec, k_rows);
-    kv_encode(v, value_codec, v_rows);
-    return;
-  }
-  cuda::kv_encode(k, kc, k_rows, v, vc, v_rows);
 }
 
 void kv_encode_positions(const Tensor& k, const KVRowCodec& key_codec, Tensor& keys, const Tensor& v,
@@ -144,7 +118,8 @@ void kv_encode_positions(const Tensor& k, const KVRowCodec& key_codec, Tensor& k
   }
   Tensor krow = Tensor::empty({1, k.size(0), k.size(1), key_codec.row_bytes()}, Dtype::u8);
   Tensor vrow = Tensor::empty({1, v.size(0), v.size(1), value_codec.row_bytes()}, Dtype::u8);
-  kv_encode(k, key_codec, krow, v, value_codec, vrow);
+  kv_encode(k, key_codec, krow);
+  kv_encode(v, value_codec, vrow);
   // [N, B, H, row bytes] seen as [B, H, N, row bytes]: row b lands at positions[b].
   Tensor kdst = keys.permute({1, 2, 0, 3}), vdst = values.permute({1, 2, 0, 3});
   write_positions(kdst, krow.permute({1, 2, 0, 3}), vdst, vrow.permute({1, 2, 0, 3}), positions);

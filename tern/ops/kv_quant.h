@@ -27,10 +27,6 @@ struct KVRowCodec {
 // [L, B, H, row_bytes] on x's device (row (l, b, h) holds x[b, h, l, :]). Bits are those of the CPU
 // codecs on x widened to f32, on either device. turbo_value rows hold the rotated, coded values.
 void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows);
-// kv_encode of keys and values together (the same checks for each): on CUDA one launch when k and v
-// share a dtype and their shape's [B, H, L] and at most one of the two codecs is rotated, else two.
-void kv_encode(const Tensor& k, const KVRowCodec& key_codec, Tensor& k_rows, const Tensor& v,
-               const KVRowCodec& value_codec, Tensor& v_rows);
 // The step append of a packed cache: k [B, H, 1, dk] and v [B, H, 1, dv] encoded as kv_encode does and
 // row (b, h) stored at keys[positions[b], b, h] and values[positions[b], b, h] (contiguous u8 storage
 // [N, B, H, row_bytes]); positions [B] i32 on the storage's device. The CPU encodes, then writes as
@@ -84,8 +80,6 @@ void kv_window_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRow
 }
 namespace tern::cuda {
 void kv_encode(const Tensor& x, const ops::KVRowCodec& codec, Tensor& rows);
-void kv_encode(const Tensor& k, const ops::KVRowCodec& key_codec, Tensor& k_rows, const Tensor& v,
-               const ops::KVRowCodec& value_codec, Tensor& v_rows);
 void kv_encode_positions(const Tensor& k, const ops::KVRowCodec& key_codec, Tensor& keys, const Tensor& v,
                          const ops::KVRowCodec& value_codec, Tensor& values, const Tensor& positions);
 void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, Tensor& out);

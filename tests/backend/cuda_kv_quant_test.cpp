@@ -121,27 +121,6 @@ void expect_pair_identical(const Tensor& kw, const Tensor& kr, const KVRowCodec&
       << "; first: " << first;
 }
 
-// Keys and values in one launch (the compiled step's append): both row sets bit-identical to the CPU's,
-// for every pairing of a key codec with a value codec (two TurboQuant value codecs take two launches).
-TEST_F(CudaKVQuant, KeysAndValuesEncodedTogetherMatchCpu) {
-  const int64_t B = 3, H = 2, L = 1, D = 128;
-  const Tensor k = ops::cast(randn({B, H, L, D}, 31, 1.5f), Dtype::bf16),
-               v = ops::cast(randn({B, H, L, D}, 32), Dtype::bf16);
-  const Tensor kg = k.to(kGpu), vg = v.to(kGpu);
-  for (const KVRowCodec& kc : all_codecs(D)) {
-    if (kc.kind == KVRowCodec::turbo_value) continue;  // keys are affine or turbo_key
-    for (const KVRowCodec& vc : all_codecs(D)) {
-      if (vc.kind == KVRowCodec::turbo_key) continue;  // values are affine or turbo_value
-      Tensor kw = Tensor::empty({L, B, H, kc.row_bytes()}, Dtype::u8),
-             vw = Tensor::empty({L, B, H, vc.row_bytes()}, Dtype::u8);
-      ops::kv_encode(k, kc, kw, v, vc, vw);
-      Tensor kr = Tensor::empty(kw.shape(), Dtype::u8, kGpu), vr = Tensor::empty(vw.shape(), Dtype::u8, kGpu);
-      ops::kv_encode(kg, kc, kr, vg, vc, vr);
-      expect_pair_identical(kw, kr, kc, vw, vr, vc);
-    }
-  }
-}
-
 // The compiled step's append: keys and values encoded straight into their positions of the storage,
 // bit-identical to the CPU's encode-then-write, for every codec pairing.
 TEST_F(CudaKVQuant, EncodedAtPositionsMatchCpuStorage) {

@@ -64,20 +64,6 @@ void kv_encode(const Tensor& x_in, const ops::KVRowCodec& codec, Tensor& rows) {
   launch_kv_encode(x.dtype(), &job, 1, x.size(0), x.size(1), x.size(2), turbo_tables(codec), stream());
 }
 
-void kv_encode(const Tensor& k_in, const ops::KVRowCodec& key_codec, Tensor& k_rows, const Tensor& v_in,
-               const ops::KVRowCodec& value_codec, Tensor& v_rows) {
-  check_cuda(k_in, "kv_encode");
-  const Tensor k = last_dim_contiguous(k_in), v = last_dim_contiguous(v_in);
-  TERN_CHECK(k.dtype() == v.dtype() && k.size(0) == v.size(0) && k.size(1) == v.size(1) && k.size(2) == v.size(2),
-             "[kv_encode] expected keys and values of one dtype and [B, H, L] for one launch, got {} and {}",
-             shape_str(k.shape()), shape_str(v.shape()));
-  TERN_CHECK(!(key_codec.kind == ops::KVRowCodec::turbo_value && value_codec.kind == ops::KVRowCodec::turbo_value),
-             "[kv_encode] expected at most one TurboQuant value codec for one launch");
-  const KVEncodeJob jobs[2] = {encode_job(k, key_codec, k_rows), encode_job(v, value_codec, v_rows)};
-  const ops::KVRowCodec& rotated = key_codec.kind == ops::KVRowCodec::turbo_value ? key_codec : value_codec;
-  launch_kv_encode(k.dtype(), jobs, 2, k.size(0), k.size(1), k.size(2), turbo_tables(rotated), stream());
-}
-
 void kv_encode_positions(const Tensor& k_in, const ops::KVRowCodec& key_codec, Tensor& keys, const Tensor& v_in,
                          const ops::KVRowCodec& value_codec, Tensor& values, const Tensor& positions) {
   check_cuda(k_in, "kv_encode");

@@ -4,9 +4,6 @@
 namespace tern::cuda {
 
 void kv_encode(const Tensor&, const ops::KVRowCodec&, Tensor&) { TERN_THROW("[kv_encode] needs a CUDA build"); }
-void kv_encode(const Tensor&, const ops::KVRowCodec&, Tensor&, const Tensor&, const ops::KVRowCodec&, Tensor&) {
-  TERN_THROW("[kv_encode] needs a CUDA build");
-}
 void kv_encode_positions(const Tensor&, const ops::KVRowCodec&, Tensor&, const Tensor&, const ops::KVRowCodec&, Tensor&,
                          const Tensor&) {
   TERN_THROW("[kv_encode] needs a CUDA build");
