@@ -37,7 +37,6 @@
 #include "tern/ops/matmul.h"
 #include "tern/ops/moe.h"
 #include "tern/ops/norm.h"
-#include "tern/ops/norm_linear.h"
 #include "tern/ops/reduce.h"
 #include "tern/ops/rope.h"
 
@@ -276,11 +275,10 @@ int main(int argc, char** argv) {
           o.push_back(randn_gpu({d.hidden, d.attn}, Dtype::bf16, static_cast<uint32_t>(201 + 2 * l)));
         }
         Tensor x = randn_gpu({1, d.hidden}, Dtype::bf16, 1), a = randn_gpu({1, d.attn}, Dtype::bf16, 2);
-        Tensor nw = randn_gpu({d.hidden}, Dtype::bf16, 4), res = randn_gpu({1, d.hidden}, Dtype::bf16, 5);
         char name[128];
-        std::snprintf(name, sizeof name, "%s qkv, add+norm fused in", d.name);
+        std::snprintf(name, sizeof name, "%s qkv alone", d.name);
         row(name, time_it([&] {
-                    for (int64_t l = 0; l < d.layers; ++l) ops::norm_linear(ops::PreNorm{res, x, nw}, qkv[l]);
+                    for (int64_t l = 0; l < d.layers; ++l) ops::linear(x, qkv[l]);
                   }) / d.layers,
             qkv[0].nbytes(), 0);
         std::snprintf(name, sizeof name, "%s o_proj alone", d.name);
@@ -312,18 +310,8 @@ int main(int argc, char** argv) {
         }
       });
       row(name, t / d.layers, layer_bytes, 0);
-      // the same with the residual add and RMSNorm fused into the q/k/v and gate/up products
+      // the same with the residual add and RMSNorm launched before the q/k/v and gate/up products
       Tensor nw = randn_gpu({d.hidden}, Dtype::bf16, 4), res = randn_gpu({1, d.hidden}, Dtype::bf16, 5);
-      std::snprintf(name, sizeof name, "%s layer products, add+norm fused in", d.name);
-      const double tn = time_it([&] {
-        for (int64_t l = 0; l < d.layers; ++l) {
-          ops::norm_linear(ops::PreNorm{res, x, nw}, qkv[l]);
-          ops::linear(a, o[l]);
-          ops::norm_gated_linear(ops::PreNorm{res, x, nw}, up[l], ops::UnaryOp::silu);
-          ops::linear(h, down[l]);
-        }
-      });
-      row(name, tn / d.layers, layer_bytes, 0);
       std::snprintf(name, sizeof name, "%s layer products, add+norm separate", d.name);
       const double ts = time_it([&] {
         for (int64_t l = 0; l < d.layers; ++l) {

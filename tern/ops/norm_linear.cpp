@@ -1,31 +1,11 @@
-// ops::norm_linear and ops::norm_gated_linear: the one-kernel CUDA path where it applies, else pre_norm
-// then the product.
+// ops::norm_linear and ops::norm_gated_linear: pre_norm, then the product; and decode_rows, the MoE
+// entry's view of a pre-norm input.
 #include "tern/ops/norm_linear.h"
 
 #include "tern/ops/gated_linear.h"
 #include "tern/ops/matmul.h"
 
 namespace tern::ops {
-namespace {
-
-// The one-kernel path into r; false (nothing done) where it does not apply.
-bool fused(const PreNorm& in, const Tensor& w, int act, int64_t out_features, NormedProduct& r) {
-  const DecodeRows d = decode_rows(in, w);
-  if (d.rows == 0) return false;
-  const Tensor& x = in.x;
-  Shape shape = x.shape();
-  shape.back() = out_features;
-  Tensor out = Tensor::empty(shape, x.dtype(), x.device());
-  // without a delta the sum is x itself (possibly a strided view) and the kernel writes none
-  Tensor sum = in.delta.defined() ? Tensor::empty(x.shape(), x.dtype(), x.device()) : x;
-  Tensor sum2d = in.delta.defined() ? sum.view({d.rows, x.size(-1)}) : Tensor(),
-         out2d = out.view({d.rows, out_features});
-  if (!cuda::norm_linear(d.x2d, d.delta2d, d.weight, in.eps, w, act, sum2d, out2d)) return false;
-  r = NormedProduct{sum, out};
-  return true;
-}
-
-}  // namespace
 
 DecodeRows decode_rows(const PreNorm& in, const Tensor& w) {
   const Tensor& x = in.x;
@@ -54,8 +34,6 @@ AddNorm pre_norm(const PreNorm& in) {
 NormedProduct norm_linear(const PreNorm& in, const Tensor& w, const Tensor& bias) {
   TERN_CHECK(w.defined() && w.rank() == 2, "[norm_linear] expected w [out, in], got {}",
              w.defined() ? shape_str(w.shape()) : std::string("undefined"));
-  NormedProduct r;
-  if (!bias.defined() && fused(in, w, -1, w.size(0), r)) return r;
   AddNorm a = pre_norm(in);
   return NormedProduct{a.sum, linear(a.normed, w, bias)};
 }
@@ -63,10 +41,9 @@ NormedProduct norm_linear(const PreNorm& in, const Tensor& w, const Tensor& bias
 NormedProduct norm_gated_linear(const PreNorm& in, const Tensor& w, UnaryOp act) {
   TERN_CHECK(act == UnaryOp::silu || act == UnaryOp::gelu_tanh || act == UnaryOp::gelu_erf,
              "[norm_gated_linear] expected a silu or gelu activation, got op {}", static_cast<int>(act));
-  TERN_CHECK(w.defined() && w.rank() == 2 && w.size(0) % 2 == 0, "[norm_gated_linear] expected w [2 * inter, in], got {}",
+  TERN_CHECK(w.defined() && w.rank() == 2 && w.size(0) % 2 == 0,
+             "[norm_gated_linear] expected w [2 * inter, in], got {}",
              w.defined() ? shape_str(w.shape()) : std::string("undefined"));
-  NormedProduct r;
-  if (fused(in, w, static_cast<int>(act), w.size(0) / 2, r)) return r;
   AddNorm a = pre_norm(in);
   return NormedProduct{a.sum, gated_linear(a.normed, w, act)};
 }

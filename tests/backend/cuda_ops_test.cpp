@@ -250,10 +250,9 @@ TEST_F(CudaOps, GatedLinearMatchesLinearThenGate) {
   }
 }
 
-// A sub-layer's entry (residual add, RMSNorm, then the q/k/v or gate/up product) on the GPU (one kernel
-// for decode-sized bf16 rows) against the CPU's add_rms_norm then linear / gated_linear: every row count
-// (5 takes the unfused path), with and without the residual delta and the norm's weight, kernel shapes
-// with 1 to 4 warps per row and 4 or 8 loads in flight, in blocks of 4 warps (rows under 4,096) and 16.
+// A sub-layer's entry (residual add, RMSNorm, then the q/k/v or gate/up product) on the GPU against the
+// CPU's add_rms_norm then linear / gated_linear: decode-sized row counts, with and without the residual
+// delta and the norm's weight, at rows of 1,088 to 4,096.
 TEST_F(CudaOps, NormLinearMatchesNormThenLinear) {
   struct Case {
     int64_t in, out;

@@ -1,11 +1,6 @@
-// Launchers of the skinny decode products (M <= 4 rows, bf16 weights): plain, gated, and either one
-// behind its input's RMSNorm.
-#include <cstdlib>
-#include <cstring>
-
+// Launchers of the skinny decode products (M <= 4 rows, bf16 weights): plain and gated.
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/gemv.cuh"
-#include "tern/backend/cuda/kernels/norm_gemv.cuh"
 #include "tern/backend/cuda/launch.h"
 #include "tern/backend/cuda/launch_kernel.cuh"
 #include "tern/backend/cuda/runtime/check.h"
@@ -94,59 +89,6 @@ bool run_gated_act(int act, const void* x, const void* w, void* out, int64_t N, 
   }
 }
 
-template <int M, int ACT, int NW>
-void run_norm_gemv_nw(const NormGemvArgs& a, int64_t N, int64_t K, int64_t warps_rows, cudaStream_t s) {
-  const GemvShape g = gemv_shape(warps_rows, K);
-  with_shape(g.W, g.U, [&](auto Wc, auto Uc) {
-    constexpr int kW = decltype(Wc)::value, kU = decltype(Uc)::value;
-    launch_kernel(kernels::norm_gemv_kernel<M, kW, kU, ACT, NW>, static_cast<unsigned>((N + NW / kW - 1) / (NW / kW)),
-                  NW * 32, static_cast<size_t>(M * K) * 2, s, static_cast<const __nv_bfloat16*>(a.x),
-                  static_cast<const __nv_bfloat16*>(a.delta), static_cast<__nv_bfloat16*>(a.sum),
-                  static_cast<const __nv_bfloat16*>(a.weight), a.eps, static_cast<const __nv_bfloat16*>(a.w),
-                  static_cast<__nv_bfloat16*>(a.out), N, K);
-  });
-}
-
-// Every block re-reads the rows and their norm weight from L2 and reduces them before its first weight
-// load, so long rows take wide blocks, whose prologue serves 16 warps' products. Measured on the H200
-// (tern_cuda_bench --gemv, a batch-1 layer's products, against the separate add+norm launches): at K =
-// 4,096 (Qwen3-8B) 4-warp blocks lose, 119.3 against 110.8 us per layer, and 16-warp blocks win, 104.6
-// (batch-1 decode 206.5 -> 217.2 tok/s); at K = 1,024 (Qwen3-0.6B) 4-warp blocks win, 19.9 against 23.3
-// us (800 -> 937 tok/s), where 16-warp ones are slower (23.8). Sizes between are not measured.
-// TERN_CUDA_NORM_GEMV_WARPS=4|16 forces one block width (for benchmarks; read once).
-template <int M, int ACT>
-void run_norm_gemv(const NormGemvArgs& a, int64_t N, int64_t K, int64_t warps_rows, cudaStream_t s) {
-  static const int forced = [] {
-    const char* e = std::getenv("TERN_CUDA_NORM_GEMV_WARPS");
-    return e ? std::atoi(e) : 0;
-  }();
-  if (forced ? forced == 16 : K >= 4096) {
-    run_norm_gemv_nw<M, ACT, 16>(a, N, K, warps_rows, s);
-  } else {
-    run_norm_gemv_nw<M, ACT, 4>(a, N, K, warps_rows, s);
-  }
-}
-
-template <int M>
-bool run_norm_gemv_act(const NormGemvArgs& a, int64_t N, int64_t K, cudaStream_t s) {
-  switch (a.act) {
-    case -1:
-      run_norm_gemv<M, -1>(a, N, K, N, s);
-      return true;
-    case kernels::kSilu:
-      run_norm_gemv<M, kernels::kSilu>(a, N, K, 2 * N, s);
-      return true;
-    case kernels::kGeluTanh:
-      run_norm_gemv<M, kernels::kGeluTanh>(a, N, K, 2 * N, s);
-      return true;
-    case kernels::kGeluErf:
-      run_norm_gemv<M, kernels::kGeluErf>(a, N, K, 2 * N, s);
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool gemv_eligible(int64_t M, const void* x, const void* w, int64_t K) {
   return M >= 1 && M <= 4 && K % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(w) % 16 == 0;
@@ -178,32 +120,6 @@ bool launch_gemv_gated(int64_t M, int act, const void* x, const void* w, void* o
       return run_gated_act<3>(act, x, w, out, N, K, s);
     default:
       return run_gated_act<4>(act, x, w, out, N, K, s);
-  }
-}
-
-// Off by default: the caller runs the add+norm and the GEMV as two launches. In whole batch-1 decode
-// steps on the H200 (2026-12-03, one build, TERN_CUDA_NORM_GEMV=1 against unset) the separate pair won
-// at both sizes measured, although tern_cuda_bench --gemv times the fused products faster at 0.6B:
-// Qwen3-0.6B 982.7 against 886.5 / 888.3 tok/s fused, Qwen3-8B 218.3 against 212.0 / 211.9.
-// TERN_CUDA_NORM_GEMV=1 takes the fused kernel wherever it fits (for benchmarks; read once).
-bool launch_norm_gemv(int64_t M, const NormGemvArgs& a, int64_t N, int64_t K, cudaStream_t s) {
-  static const bool off = [] {
-    const char* e = std::getenv("TERN_CUDA_NORM_GEMV");
-    return !(e && std::strcmp(e, "1") == 0);
-  }();
-  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; };
-  if (off || !gemv_eligible(M, a.x, a.w, K) || M * K * 2 > 48 * 1024 || !aligned(a.delta) || !aligned(a.sum) ||
-      !aligned(a.weight) || !aligned(a.out))
-    return false;
-  switch (M) {
-    case 1:
-      return run_norm_gemv_act<1>(a, N, K, s);
-    case 2:
-      return run_norm_gemv_act<2>(a, N, K, s);
-    case 3:
-      return run_norm_gemv_act<3>(a, N, K, s);
-    default:
-      return run_norm_gemv_act<4>(a, N, K, s);
   }
 }
 

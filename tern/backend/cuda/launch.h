@@ -52,19 +52,6 @@ bool launch_gemv_mma(int64_t M, const void* x, const void* w, Dtype out_dt, void
                      cudaStream_t s);
 bool launch_gemv_mma_gated(int64_t M, int act, const void* x, const void* w, void* out, int64_t N, int64_t K,
                            cudaStream_t s);
-// The normed products (ops::norm_linear): out = rms_norm(x + delta) * weight, then w^T (act -1) or the
-// gated product of w's stacked gate/up rows (act: a UnaryOp); delta, weight may be null; sum is written
-// with a delta. All bf16, rows of K contiguous. False (nothing launched) where the kernel does not apply.
-struct NormGemvArgs {
-  const void *x, *delta;
-  void* sum;
-  const void* weight;
-  float eps;
-  const void* w;
-  void* out;
-  int act;
-};
-bool launch_norm_gemv(int64_t M, const NormGemvArgs& a, int64_t N, int64_t K, cudaStream_t s);
 
 // norm.cu: x, out contiguous [rows, d]; w [d] (nullptr: no scale).
 // RMSNorm of `rows` rows of d elements: row r of x at offset_of(rows_layout, r); with delta (contiguous

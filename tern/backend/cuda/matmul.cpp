@@ -9,7 +9,6 @@
 #include "tern/backend/cuda/runtime/context.h"
 #include "tern/ops/elementwise.h"
 #include "tern/ops/gated_linear.h"
-#include "tern/ops/norm_linear.h"
 
 namespace tern::cuda {
 namespace {
@@ -140,21 +139,6 @@ bool gated_linear(const Tensor& x2d, const Tensor& w, ops::UnaryOp act, Tensor& 
                            w.size(0) / 2, w.size(1), stream()) ||
          launch_gemv_mma_gated(x2d.size(0), static_cast<int>(act), x2d.data_ptr(), w.data_ptr(), out2d.data_ptr(),
                                w.size(0) / 2, w.size(1), stream());
-}
-
-bool norm_linear(const Tensor& x2d, const Tensor& delta2d, const Tensor& weight, float eps, const Tensor& w, int act,
-                 Tensor& sum2d, Tensor& out2d) {
-  check_cuda(x2d, "norm_linear");
-  check_cuda(w, "norm_linear");
-  const NormGemvArgs a{x2d.data_ptr(),
-                       delta2d.defined() ? delta2d.data_ptr() : nullptr,
-                       delta2d.defined() ? sum2d.data_ptr() : nullptr,
-                       weight.defined() ? weight.data_ptr() : nullptr,
-                       eps,
-                       w.data_ptr(),
-                       out2d.data_ptr(),
-                       act};
-  return launch_norm_gemv(x2d.size(0), a, out2d.size(1), w.size(1), stream());
 }
 
 }  // namespace tern::cuda

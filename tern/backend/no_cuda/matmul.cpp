@@ -2,7 +2,6 @@
 #include "tern/ops/matmul.h"
 
 #include "tern/ops/gated_linear.h"
-#include "tern/ops/norm_linear.h"
 
 namespace tern::cuda {
 
@@ -10,9 +9,6 @@ void matmul(const Tensor&, const Tensor&, bool, bool, Tensor&) { throw Error("[m
 void linear(const Tensor&, const Tensor&, const Tensor&, Tensor&) { throw Error("[linear] needs a CUDA build"); }
 bool gated_linear(const Tensor&, const Tensor&, ops::UnaryOp, Tensor&) {
   throw Error("[gated_linear] needs a CUDA build");
-}
-bool norm_linear(const Tensor&, const Tensor&, const Tensor&, float, const Tensor&, int, Tensor&, Tensor&) {
-  throw Error("[norm_linear] needs a CUDA build");
 }
 
 }  // namespace tern::cuda

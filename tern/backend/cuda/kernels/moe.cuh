@@ -5,7 +5,7 @@
 #pragma once
 #include "tern/backend/cuda/kernels/common.cuh"
 #include "tern/backend/cuda/kernels/elementwise.cuh"
-#include "tern/backend/cuda/kernels/norm_gemv.cuh"
+#include "tern/backend/cuda/kernels/norm_rows.cuh"
 
 namespace tern::cuda::kernels {
 

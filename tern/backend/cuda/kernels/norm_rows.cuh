@@ -1,8 +1,8 @@
-// A pre-norm sub-layer's entry in one kernel (ops::norm_linear, ops::norm_gated_linear): every block
-// first writes the M <= 4 normalised rows, rms_norm(x + delta) * weight rounded to bf16 as the separate
-// add_rms_norm kernel rounds them, into shared memory, then runs the decode product (gemv.cuh) against
-// them. The rows are a few KB, read from L2 by every block, where the separate norm kernel would be
-// one more launch and one more dependent round trip per sub-layer.
+// A pre-norm sub-layer's rows normalised into shared memory by every block that reads them (the MoE
+// entry, moe.cuh): rms_norm(x + delta) * weight rounded to bf16 as the separate add_rms_norm kernel
+// rounds them. A decode product behind its norm the same way (every block normalising the rows before
+// its first weight load) measured slower in whole steps than the add+norm launch before the product
+// (bench/RESULTS.md, 2026-12-03) and was removed.
 #pragma once
 #include "tern/backend/cuda/kernels/gemv.cuh"
 
@@ -81,24 +81,6 @@ __device__ __forceinline__ void norm_rows_to_shared(const __nv_bfloat16* __restr
     }
   }
   __syncthreads();
-}
-
-// ACT < 0: out = norm(x + delta) w^T [M, N]; else the gated product of w's stacked gate/up rows with
-// UnaryCode ACT, out [M, N] (N gate rows). NW warps per block. Dynamic shared memory: M * K bf16.
-template <int M, int W, int U, int ACT, int NW>
-__global__ void __launch_bounds__(NW * 32)
-    norm_gemv_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ delta,
-                     __nv_bfloat16* __restrict__ sum, const __nv_bfloat16* __restrict__ weight, float eps,
-                     const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out, int64_t N, int64_t K) {
-  grid_dependency_wait();
-  extern __shared__ uint4 norm_gemv_smem[];
-  __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(norm_gemv_smem);
-  norm_rows_to_shared<M, NW>(x, delta, sum, weight, eps, K, xs);
-  if constexpr (ACT < 0) {
-    gemv_body<M, W, U, true, __nv_bfloat16, NW>(xs, w, out, N, K);
-  } else {
-    gemv_gated_body<M, W, U, true, ACT, NW>(xs, w, out, N, K);
-  }
 }
 
 }  // namespace tern::cuda::kernels
