@@ -1,4 +1,6 @@
 // Launchers of the skinny decode products (M <= 4 rows, bf16 weights): plain and gated.
+#include <type_traits>
+
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/gemv.cuh"
 #include "tern/backend/cuda/launch.h"
@@ -51,12 +53,20 @@ void run_gemv(const void* x, const void* w, Dtype out_dt, void* out, int64_t N, 
   const GemvShape g = gemv_shape(N, K);
   with_shape(g.W, g.U, [&](auto Wc, auto Uc) {
     constexpr int kW = decltype(Wc)::value, kU = decltype(Uc)::value;
+    auto go = [&](auto na, auto* o) {
+      launch_kernel(kernels::gemv_bf16_kernel<M, kW, kU, std::remove_pointer_t<decltype(o)>, decltype(na)::value>,
+                    gemv_grid(N, kW), kernels::kGemvWarps * 32, 0, s, xb, wb, o, N, K);
+    };
+    auto into = [&](auto* o) {
+      if constexpr (M == 1) {
+        if (weights_past_l1()) return go(std::true_type{}, o);
+      }
+      go(std::false_type{}, o);
+    };
     if (out_dt == Dtype::f32) {
-      launch_kernel(kernels::gemv_bf16_kernel<M, kW, kU, float>, gemv_grid(N, kW), kernels::kGemvWarps * 32, 0, s, xb,
-                    wb, static_cast<float*>(out), N, K);
+      into(static_cast<float*>(out));
     } else {
-      launch_kernel(kernels::gemv_bf16_kernel<M, kW, kU, __nv_bfloat16>, gemv_grid(N, kW), kernels::kGemvWarps * 32, 0,
-                    s, xb, wb, static_cast<__nv_bfloat16*>(out), N, K);
+      into(static_cast<__nv_bfloat16*>(out));
     }
   });
 }
@@ -67,9 +77,15 @@ void run_gated(const void* x, const void* w, void* out, int64_t N, int64_t K, cu
   const GemvShape g = gemv_shape(2 * N, K);
   with_shape(g.W, g.U, [&](auto Wc, auto Uc) {
     constexpr int kW = decltype(Wc)::value, kU = decltype(Uc)::value;
-    launch_kernel(kernels::gemv_gated_kernel<M, kW, kU, ACT>, gemv_grid(N, kW), kernels::kGemvWarps * 32, 0, s,
-                  static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w),
-                  static_cast<__nv_bfloat16*>(out), N, K);
+    auto go = [&](auto na) {
+      launch_kernel(kernels::gemv_gated_kernel<M, kW, kU, ACT, decltype(na)::value>, gemv_grid(N, kW),
+                    kernels::kGemvWarps * 32, 0, s, static_cast<const __nv_bfloat16*>(x),
+                    static_cast<const __nv_bfloat16*>(w), static_cast<__nv_bfloat16*>(out), N, K);
+    };
+    if constexpr (M == 1) {
+      if (weights_past_l1()) return go(std::true_type{});
+    }
+    go(std::false_type{});
   });
 }
 template <int M>

@@ -23,6 +23,17 @@ inline bool pdl_enabled() {
   return on;
 }
 
+// Whether batch-1 decode products load their weights past L1 (kernels::load_stream16), so L1 keeps
+// the activations every warp rereads: measured faster at Qwen3-8B and 30B-A3B dimensions (bench/RESULTS.md,
+// 2026-12-04). TERN_CUDA_GEMV_NA=0 loads them through L1 as before, for comparison.
+inline bool weights_past_l1() {
+  static const bool on = [] {
+    const char* v = std::getenv("TERN_CUDA_GEMV_NA");
+    return !(v && std::strcmp(v, "0") == 0);
+  }();
+  return on;
+}
+
 // cluster_x > 1: the grid runs as thread-block clusters of cluster_x blocks along x (sm_90), which must
 // divide grid.x.
 template <typename... Params, typename... Args>

@@ -24,27 +24,38 @@ bool launch_moe_decode(const void* x, const int32_t* experts, const float* weigh
                      static_cast<unsigned>(T * k));
   // 8 loads in flight per lane where a row fills them (Qwen3-30B-A3B's gate/up rows of 2,048), else 4
   // (kernels::gemv_depth)
-  auto gate_up_with = [&](auto u) {
+  // One token (batch-1 decode): the experts' weights past L1, as the dense products (weights_past_l1).
+  const bool na = T == 1 && weights_past_l1();
+  auto gate_up_with = [&](auto u, auto n) {
     constexpr int U = decltype(u)::value;
+    constexpr bool NA = decltype(n)::value;
     if (geglu) {
-      launch_kernel(kernels::moe_gate_up_kernel<true, U>, up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu, E,
-                    H, I, h);
-    } else {
-      launch_kernel(kernels::moe_gate_up_kernel<false, U>, up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu,
+      launch_kernel(kernels::moe_gate_up_kernel<true, U, NA>, up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu,
                     E, H, I, h);
+    } else {
+      launch_kernel(kernels::moe_gate_up_kernel<false, U, NA>, up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k,
+                    gu, E, H, I, h);
+    }
+  };
+  auto gate_up_na = [&](auto u) {
+    if (na) {
+      gate_up_with(u, std::true_type{});
+    } else {
+      gate_up_with(u, std::false_type{});
     }
   };
   if (kernels::gemv_depth(H, 1) == 8) {
-    gate_up_with(std::integral_constant<int, 8>{});
+    gate_up_na(std::integral_constant<int, 8>{});
   } else {
-    gate_up_with(std::integral_constant<int, 4>{});
+    gate_up_na(std::integral_constant<int, 4>{});
   }
   const dim3 down_grid(static_cast<unsigned>(H), static_cast<unsigned>(T));
   const auto* dn = static_cast<const __nv_bfloat16*>(down);
   auto down_with = [&](auto u, auto* o) {
     constexpr int U = decltype(u)::value;
-    launch_kernel(kernels::moe_down_kernel<U, std::remove_pointer_t<decltype(o)>>, down_grid, kernels::kMoeWarps * 32,
-                  0, s, h, experts, weights, k, dn, E, H, I, o);
+    using O = std::remove_pointer_t<decltype(o)>;
+    launch_kernel(na ? kernels::moe_down_kernel<U, O, true> : kernels::moe_down_kernel<U, O, false>, down_grid,
+                  kernels::kMoeWarps * 32, 0, s, h, experts, weights, k, dn, E, H, I, o);
   };
   auto down_into = [&](auto* o) {
     if (kernels::gemv_depth(I, 1) == 8) {

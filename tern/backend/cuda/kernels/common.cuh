@@ -21,6 +21,26 @@ __device__ __forceinline__ void grid_dependency_wait() {
 #endif
 }
 
+// 16 bytes of weights, not kept in L1 (the activations live there): weights are read once per product,
+// while every warp of a block rereads the activations.
+__device__ __forceinline__ uint4 load_stream16(const uint4* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// 16 bytes of weights through the read-only path, past L1 when NA.
+template <bool NA>
+__device__ __forceinline__ uint4 load_weights16(const uint4* p) {
+  if constexpr (NA) {
+    return load_stream16(p);
+  } else {
+    return __ldg(p);
+  }
+}
+
 // Offset (elements) of the i-th element in row-major order of l.shape.
 __device__ __forceinline__ int64_t offset_of(const Layout& l, int64_t i) {
   int64_t off = 0;

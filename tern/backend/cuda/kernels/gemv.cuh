@@ -46,7 +46,8 @@ __device__ __forceinline__ void load_x8(const X* row, int64_t c, float* f) {
 // 16-byte chunks are taken in groups of U * 32 * W, lane v (of the row's 32 * W) reading chunks
 // v, v + 32W, ... of each group, the last partial group predicated. The caller sums acc over the lanes.
 // SX: x is in shared memory (read without the read-only cache path). X: bf16, or f32 (not in shared memory).
-template <int M, int W, int U, bool SX = false, typename X = __nv_bfloat16>
+// NA: the weights are loaded past L1 (load_stream16), leaving L1 to the activations.
+template <int M, int W, int U, bool SX = false, typename X = __nv_bfloat16, bool NA = false>
 __device__ __forceinline__ void gemv_row(const X* __restrict__ x, const uint4* __restrict__ wr, int64_t K, int v,
                                          float* acc) {
   constexpr int S = 32 * W;
@@ -55,7 +56,7 @@ __device__ __forceinline__ void gemv_row(const X* __restrict__ x, const uint4* _
   for (; g + U * S <= chunks; g += U * S) {
     uint4 wv[U];
 #pragma unroll
-    for (int u = 0; u < U; ++u) wv[u] = __ldg(wr + g + v + S * u);
+    for (int u = 0; u < U; ++u) wv[u] = load_weights16<NA>(wr + g + v + S * u);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       float wf[8];
@@ -72,7 +73,8 @@ __device__ __forceinline__ void gemv_row(const X* __restrict__ x, const uint4* _
   if (g >= chunks) return;
   uint4 wv[U];
 #pragma unroll
-  for (int u = 0; u < U; ++u) wv[u] = g + v + S * u < chunks ? __ldg(wr + g + v + S * u) : make_uint4(0, 0, 0, 0);
+  for (int u = 0; u < U; ++u)
+    wv[u] = g + v + S * u < chunks ? load_weights16<NA>(wr + g + v + S * u) : make_uint4(0, 0, 0, 0);
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     if (g + v + S * u >= chunks) break;
@@ -118,7 +120,7 @@ __device__ __forceinline__ bool gemv_reduce(float* acc) {
 
 // out[m, n] for this warp's row n (NW warps per block); every thread of the block must call it (W > 1 reduces through
 // shared memory).
-template <int M, int W, int U, bool SX, typename O, int NW = kGemvWarps>
+template <int M, int W, int U, bool SX, typename O, int NW = kGemvWarps, bool NA = false>
 __device__ __forceinline__ void gemv_body(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                                           O* __restrict__ out, int64_t N, int64_t K) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -126,7 +128,9 @@ __device__ __forceinline__ void gemv_body(const __nv_bfloat16* __restrict__ x, c
   float acc[M];
 #pragma unroll
   for (int m = 0; m < M; ++m) acc[m] = 0.0f;
-  if (n < N) gemv_row<M, W, U, SX>(x, reinterpret_cast<const uint4*>(w + n * K), K, (warp % W) * 32 + lane, acc);
+  if (n < N)
+    gemv_row<M, W, U, SX, __nv_bfloat16, NA>(x, reinterpret_cast<const uint4*>(w + n * K), K, (warp % W) * 32 + lane,
+                                             acc);
   if (!gemv_reduce<M, W, NW>(acc) || n >= N) return;
 #pragma unroll
   for (int m = 0; m < M; ++m) out[m * N + n] = from_f32<O>(acc[m]);
@@ -135,7 +139,7 @@ __device__ __forceinline__ void gemv_body(const __nv_bfloat16* __restrict__ x, c
 // The gated MLP's first half: w stacks the gate rows [0, N) over the up rows [N, 2N); out[m, n] =
 // act(gate) * up with both products rounded to bf16 first, as the unfused product then gated_kernel
 // compute it. ACT: a UnaryCode (kSilu, kGeluTanh, kGeluErf). Called by every thread, as gemv_body.
-template <int M, int W, int U, bool SX, int ACT, int NW = kGemvWarps>
+template <int M, int W, int U, bool SX, int ACT, int NW = kGemvWarps, bool NA = false>
 __device__ __forceinline__ void gemv_gated_body(const __nv_bfloat16* __restrict__ x,
                                                 const __nv_bfloat16* __restrict__ w, __nv_bfloat16* __restrict__ out,
                                                 int64_t N, int64_t K) {
@@ -146,8 +150,8 @@ __device__ __forceinline__ void gemv_gated_body(const __nv_bfloat16* __restrict_
   for (int m = 0; m < 2 * M; ++m) acc[m] = 0.0f;
   if (n < N) {
     const int v = (warp % W) * 32 + lane;
-    gemv_row<M, W, U, SX>(x, reinterpret_cast<const uint4*>(w + n * K), K, v, acc);
-    gemv_row<M, W, U, SX>(x, reinterpret_cast<const uint4*>(w + (N + n) * K), K, v, acc + M);
+    gemv_row<M, W, U, SX, __nv_bfloat16, NA>(x, reinterpret_cast<const uint4*>(w + n * K), K, v, acc);
+    gemv_row<M, W, U, SX, __nv_bfloat16, NA>(x, reinterpret_cast<const uint4*>(w + (N + n) * K), K, v, acc + M);
   }
   if (!gemv_reduce<2 * M, W, NW>(acc) || n >= N) return;
 #pragma unroll
@@ -158,20 +162,20 @@ __device__ __forceinline__ void gemv_gated_body(const __nv_bfloat16* __restrict_
   }
 }
 
-template <int M, int W, int U, typename O>
+template <int M, int W, int U, typename O, bool NA>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_bf16_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w, O* __restrict__ out,
                      int64_t N, int64_t K) {
   grid_dependency_wait();
-  gemv_body<M, W, U, false>(x, w, out, N, K);
+  gemv_body<M, W, U, false, O, kGemvWarps, NA>(x, w, out, N, K);
 }
 
-template <int M, int W, int U, int ACT>
+template <int M, int W, int U, int ACT, bool NA>
 __global__ void __launch_bounds__(kGemvWarps * 32)
     gemv_gated_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ w,
                       __nv_bfloat16* __restrict__ out, int64_t N, int64_t K) {
   grid_dependency_wait();
-  gemv_gated_body<M, W, U, false, ACT>(x, w, out, N, K);
+  gemv_gated_body<M, W, U, false, ACT, kGemvWarps, NA>(x, w, out, N, K);
 }
 
 }  // namespace tern::cuda::kernels

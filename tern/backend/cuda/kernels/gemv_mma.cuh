@@ -19,15 +19,6 @@ constexpr int kMmaGemvRows = 16 * kMmaGemvWarps;      // weight rows per block
 constexpr int kMmaGemvDepth = 4;                      // 32-wide k chunks in flight per lane, two 16-byte loads each
 constexpr int kMmaGemvPartStride = kMmaGemvRows + 4;  // f32 per token row of a partial tile (no bank conflicts)
 
-// 16 bytes of weights, not kept in L1 (the activations live there).
-__device__ __forceinline__ uint4 load_stream16(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 // One 32-wide chunk: lane (g, t) holds k [8t, 8t + 8) of rows g (lo) and g + 8 (hi) and, per token tile
 // j, of token 8j + g (xv). Logical k-step s takes physical k 8t + 4s + [0, 4) as the fragments' k 2t,
 // 2t + 1, 2t + 8, 2t + 9, the same map for A and B.

@@ -12,19 +12,19 @@ namespace tern::cuda::kernels {
 constexpr int kMoeWarps = 8;  // warps per block of the decode GEMVs
 
 // This lane's share of w[0:K] . x[0:K] (bf16 w, K % 8 == 0, 16-byte aligned rows; x bf16 or f32), U
-// loads in flight (gemv_row of one row over one warp); warp_sum gives the dot.
-template <int U, typename X>
+// loads in flight (gemv_row of one row over one warp; NA: weights past L1); warp_sum gives the dot.
+template <int U, typename X, bool NA>
 __device__ __forceinline__ float lane_dot(const __nv_bfloat16* __restrict__ w, const X* __restrict__ x, int64_t K,
                                           int lane) {
   float acc = 0.0f;
-  gemv_row<1, 1, U, false, X>(x, reinterpret_cast<const uint4*>(w), K, lane, &acc);
+  gemv_row<1, 1, U, false, X, NA>(x, reinterpret_cast<const uint4*>(w), K, lane, &acc);
   return acc;
 }
 
 // h[p, i] = act(gate_e[i] . x[p / k]) * (up_e[i] . x[p / k]) with e = experts[p]; grid (ceil(I / kMoeWarps),
 // P = T * k), kMoeWarps warps. x [T, H] bf16, gate_up [E, 2I, H] bf16, h [P, I] f32. An expert id outside
-// [0, E) writes zeros. U: loads in flight per lane (lane_dot).
-template <bool kGeglu, int U>
+// [0, E) writes zeros. U: loads in flight per lane, NA: weights past L1 (lane_dot).
+template <bool kGeglu, int U, bool NA>
 __global__ void __launch_bounds__(kMoeWarps * 32)
     moe_gate_up_kernel(const __nv_bfloat16* __restrict__ x, const int32_t* __restrict__ experts, int64_t k,
                        const __nv_bfloat16* __restrict__ gate_up, int64_t E, int64_t H, int64_t I,
@@ -40,7 +40,8 @@ __global__ void __launch_bounds__(kMoeWarps * 32)
   }
   const __nv_bfloat16* xr = x + (p / k) * H;
   const __nv_bfloat16* gate = gate_up + (e * 2 * I + i) * H;
-  const float gl = lane_dot<U>(gate, xr, H, lane), ul = lane_dot<U>(gate + I * H, xr, H, lane);
+  const float gl = lane_dot<U, __nv_bfloat16, NA>(gate, xr, H, lane);
+  const float ul = lane_dot<U, __nv_bfloat16, NA>(gate + I * H, xr, H, lane);
   const float g = warp_sum(gl), u = warp_sum(ul);
   if (lane == 0) {
     const float a = kGeglu ? gelu_tanh_f(g) : g / (1.0f + expf(-g));
@@ -53,7 +54,7 @@ __global__ void __launch_bounds__(kMoeWarps * 32)
 // rather than one after another, and the block sums the warps' terms in a fixed order (no atomics).
 // down [E, H, I] bf16, h [T * k, I] f32, out [T, H] of O (f32 or bf16, rounded once). Slots with an
 // expert id outside [0, E) are skipped.
-template <int U, typename O>
+template <int U, typename O, bool NA>
 __global__ void __launch_bounds__(kMoeWarps * 32)
     moe_down_kernel(const float* __restrict__ h, const int32_t* __restrict__ experts, const float* __restrict__ weights,
                     int64_t k, const __nv_bfloat16* __restrict__ down, int64_t E, int64_t H, int64_t I,
@@ -65,7 +66,7 @@ __global__ void __launch_bounds__(kMoeWarps * 32)
   for (int64_t j = warp; j < k; j += kMoeWarps) {
     const int64_t p = t * k + j, e = experts[p];
     if (e < 0 || e >= E) continue;
-    acc += weights[p] * lane_dot<U>(down + (e * H + n) * I, h + p * I, I, lane);
+    acc += weights[p] * lane_dot<U, float, NA>(down + (e * H + n) * I, h + p * I, I, lane);
   }
   __shared__ float part[kMoeWarps];
   acc = warp_sum(acc);
