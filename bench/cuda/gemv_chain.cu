@@ -1,0 +1,218 @@
+// Kernel lab: a batch-1 decode step's chain of GEMVs (each layer's q/k/v, o, gate/up and down products,
+// fresh weights per layer), captured as one graph with programmatic dependent launch. How much of the
+// chain's time is each product's ramp and tail, and does a grid that fits beside its neighbours,
+// loading its first weights before the grid wait, hide them?
+//   plain:    a warp per row, one block per 8 rows (as tern's decode GEMV), dependents after the wait
+//   persist:  G blocks of 8 warps striding over the rows, dependents after the wait
+//   preload:  persist, but each warp loads its first row's first P x 512 bytes before the wait, and lets
+//             dependents launch at once
+//   plainpre: plain with the same early loads (the variant measured slower on 2026-12-02)
+// Build: nvcc -O3 -std=c++20 -arch=sm_90 bench/cuda/gemv_chain.cu -o gemv_chain
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#define CK(x)                                                                                \
+  do {                                                                                       \
+    cudaError_t e_ = (x);                                                                    \
+    if (e_ != cudaSuccess) {                                                                 \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+__device__ __forceinline__ void pdl_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
+  const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 fa = __bfloat1622float2(pa[j]), fb = __bfloat1622float2(pb[j]);
+    s += fa.x * fb.x + fa.y * fb.y;
+  }
+  return s;
+}
+
+// One row's dot from chunk `from` on (chunks of 8 bf16; this lane takes from + lane, + 32, ...), 4 loads in flight.
+__device__ __forceinline__ float row_rest(const uint4* wr, const uint4* xr, int from, int chunks, int lane) {
+  float acc = 0.0f;
+  for (int c0 = from + lane; c0 < chunks; c0 += 32 * 4) {
+    uint4 a[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) a[u] = c0 + 32 * u < chunks ? __ldcs(wr + c0 + 32 * u) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      if (c0 + 32 * u < chunks) acc += dot8(a[u], __ldg(xr + c0 + 32 * u));
+  }
+  return acc;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// mode 0 plain, 1 persist, 2 preload, 3 plainpre. P: early loads per lane (modes 2, 3).
+template <int P>
+__global__ void __launch_bounds__(256) gemv_kernel(const __nv_bfloat16* __restrict__ w, const __nv_bfloat16* __restrict__ x,
+                                                   __nv_bfloat16* __restrict__ y, int N, int K, int mode) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int chunks = K / 8;
+  const uint4* xr = reinterpret_cast<const uint4*>(x);
+  const bool persist = mode == 1 || mode == 2;
+  const int first = blockIdx.x * 8 + warp;
+  const int stride = persist ? gridDim.x * 8 : N;
+  int n = first;
+  if (mode >= 2) {
+    pdl_launch();
+    uint4 pre[P];
+#pragma unroll
+    for (int u = 0; u < P; ++u)
+      pre[u] = n < N && lane + 32 * u < chunks ? __ldcs(reinterpret_cast<const uint4*>(w + (size_t)n * K) + lane + 32 * u)
+                                               : make_uint4(0, 0, 0, 0);
+    pdl_wait();
+    if (n < N) {
+      const uint4* wr = reinterpret_cast<const uint4*>(w + (size_t)n * K);
+      float acc = 0.0f;
+#pragma unroll
+      for (int u = 0; u < P; ++u)
+        if (lane + 32 * u < chunks) acc += dot8(pre[u], __ldg(xr + lane + 32 * u));
+      acc += row_rest(wr, xr, 32 * P, chunks, 0 * lane + lane);
+      acc = warp_sum(acc);
+      if (lane == 0) y[n] = __float2bfloat16(acc);
+    }
+    n += stride;
+  } else {
+    pdl_wait();
+    pdl_launch();
+  }
+  for (; n < N; n += stride) {
+    const uint4* wr = reinterpret_cast<const uint4*>(w + (size_t)n * K);
+    float acc = warp_sum(row_rest(wr, xr, 0, chunks, lane));
+    if (lane == 0) y[n] = __float2bfloat16(acc);
+  }
+}
+
+template <typename... Pr, typename... A>
+static void launch(void (*k)(Pr...), int grid, int block, cudaStream_t s, A... args) {
+  cudaLaunchAttribute at[1]{};
+  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  at[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.stream = s;
+  cfg.attrs = at;
+  cfg.numAttrs = 1;
+  CK(cudaLaunchKernelEx(&cfg, k, args...));
+}
+
+struct Shape {
+  int N, K;
+};
+
+static void chain(const char* name, std::vector<Shape> layer, int layers, cudaStream_t s, int sms) {
+  std::vector<std::vector<__nv_bfloat16*>> w(layers);
+  size_t bytes = 0;
+  int maxn = 0, maxk = 0;
+  for (auto& l : w)
+    for (const Shape& sh : layer) {
+      __nv_bfloat16* p;
+      CK(cudaMalloc(&p, (size_t)sh.N * sh.K * 2));
+      CK(cudaMemset(p, 0, (size_t)sh.N * sh.K * 2));
+      l.push_back(p);
+      bytes += (size_t)sh.N * sh.K * 2;
+      maxn = maxn > sh.N ? maxn : sh.N;
+      maxk = maxk > sh.K ? maxk : sh.K;
+    }
+  __nv_bfloat16 *xa, *xb;
+  const int width = maxn > maxk ? maxn : maxk;
+  CK(cudaMalloc(&xa, width * 2));
+  CK(cudaMalloc(&xb, width * 2));
+  CK(cudaMemset(xa, 0, width * 2));
+  CK(cudaMemset(xb, 0, width * 2));
+  std::printf("%s: %d layers, %.1f MB of weights per step\n", name, layers, bytes / 1e6);
+  struct Variant {
+    const char* name;
+    int mode, grid_mult, pre;
+  };
+  const Variant variants[] = {{"plain", 0, 0, 0},        {"persist 1/SM", 1, 1, 0}, {"persist 2/SM", 1, 2, 0},
+                              {"preload 1/SM P4", 2, 1, 4}, {"preload 2/SM P4", 2, 2, 4}, {"preload 1/SM P8", 2, 1, 8},
+                              {"preload 2/SM P8", 2, 2, 8}, {"plainpre P4", 3, 0, 4}};
+  for (const Variant& v : variants) {
+    cudaGraph_t g;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    for (int l = 0; l < layers; ++l)
+      for (size_t i = 0; i < layer.size(); ++i) {
+        const Shape sh = layer[i];
+        const int grid = v.grid_mult ? sms * v.grid_mult : (sh.N + 7) / 8;
+        __nv_bfloat16* in = (l * layer.size() + i) % 2 ? xb : xa;
+        __nv_bfloat16* out = (l * layer.size() + i) % 2 ? xa : xb;
+        if (v.pre == 8)
+          launch(gemv_kernel<8>, grid, 256, s, (const __nv_bfloat16*)w[l][i], (const __nv_bfloat16*)in, out, sh.N, sh.K, v.mode);
+        else
+          launch(gemv_kernel<4>, grid, 256, s, (const __nv_bfloat16*)w[l][i], (const __nv_bfloat16*)in, out, sh.N, sh.K, v.mode);
+      }
+    CK(cudaStreamEndCapture(s, &g));
+    cudaGraphExec_t ge;
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(ge, s));
+    const int reps = 20;
+    CK(cudaEventRecord(a, s));
+    for (int i = 0; i < reps; ++i) CK(cudaGraphLaunch(ge, s));
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    const double us = ms * 1e3 / reps;
+    std::printf("  %-18s %9.1f us per step, %6.2f us per layer, %7.0f GB/s\n", v.name, us, us / layers, bytes / us / 1e3);
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+  }
+  for (auto& l : w)
+    for (auto p : l) CK(cudaFree(p));
+  CK(cudaFree(xa));
+  CK(cudaFree(xb));
+}
+
+int main() {
+  cudaDeviceProp p{};
+  CK(cudaGetDeviceProperties(&p, 0));
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const int sms = p.multiProcessorCount;
+  // copy ceiling in the same run
+  {
+    const size_t n = size_t(2) << 30;
+    void *a, *b;
+    CK(cudaMalloc(&a, n));
+    CK(cudaMalloc(&b, n));
+    CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    CK(cudaEventRecord(e0, s));
+    for (int i = 0; i < 5; ++i) CK(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice, s));
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    std::printf("device %s, %d SMs; copy %.0f GB/s (read + write)\n", p.name, sms, 2.0 * n * 5 / (ms * 1e-3) / 1e9);
+    CK(cudaFree(a));
+    CK(cudaFree(b));
+  }
+  chain("Qwen3-0.6B products", {{4096, 1024}, {1024, 2048}, {6144, 1024}, {1024, 3072}}, 28, s, sms);
+  chain("Qwen3-30B-A3B attention products", {{5120, 2048}, {2048, 4096}}, 48, s, sms);
+  chain("Qwen3-8B products", {{6144, 4096}, {4096, 4096}, {24576, 4096}, {4096, 12288}}, 36, s, sms);
+  return 0;
+}
