@@ -7,6 +7,9 @@
 //   preload:  persist, but each warp loads its first row's first P x 512 bytes before the wait, and lets
 //             dependents launch at once
 //   plainpre: plain with the same early loads (the variant measured slower on 2026-12-02)
+//   one kernel: the whole chain as one cooperative persistent kernel, a grid barrier between products
+//             (what a per-step "megakernel" would pay), with or without each warp's first weights of the
+//             next product loaded before it arrives at the barrier; and the barriers alone
 // Build: nvcc -O3 -std=c++20 -arch=sm_90 bench/cuda/gemv_chain.cu -o gemv_chain
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -40,6 +43,8 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
 }
 
 // One row's dot from chunk `from` on (chunks of 8 bf16; this lane takes from + lane, + 32, ...), 4 loads in flight.
+// L2X: the activations are read from L2 (written earlier in the same kernel by other blocks: L1 would be stale).
+template <bool L2X = false>
 __device__ __forceinline__ float row_rest(const uint4* wr, const uint4* xr, int from, int chunks, int lane) {
   float acc = 0.0f;
   for (int c0 = from + lane; c0 < chunks; c0 += 32 * 4) {
@@ -48,7 +53,7 @@ __device__ __forceinline__ float row_rest(const uint4* wr, const uint4* xr, int 
     for (int u = 0; u < 4; ++u) a[u] = c0 + 32 * u < chunks ? __ldcs(wr + c0 + 32 * u) : make_uint4(0, 0, 0, 0);
 #pragma unroll
     for (int u = 0; u < 4; ++u)
-      if (c0 + 32 * u < chunks) acc += dot8(a[u], __ldg(xr + c0 + 32 * u));
+      if (c0 + 32 * u < chunks) acc += dot8(a[u], L2X ? __ldcg(xr + c0 + 32 * u) : __ldg(xr + c0 + 32 * u));
   }
   return acc;
 }
@@ -97,6 +102,68 @@ __global__ void __launch_bounds__(256) gemv_kernel(const __nv_bfloat16* __restri
     const uint4* wr = reinterpret_cast<const uint4*>(w + (size_t)n * K);
     float acc = warp_sum(row_rest(wr, xr, 0, chunks, lane));
     if (lane == 0) y[n] = __float2bfloat16(acc);
+  }
+}
+
+
+// A grid-wide barrier for a cooperative launch: `count` rises by gridDim.x per barrier (zeroed before the
+// launch), so barrier b waits for (b + 1) * gridDim.x arrivals.
+__device__ __forceinline__ void grid_barrier(unsigned* count, unsigned target) {
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    atomicAdd(count, 1u);
+    unsigned v;
+    do {
+      asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(count) : "memory");
+    } while (v < target);
+  }
+  __syncthreads();
+}
+
+struct Product {
+  const __nv_bfloat16* w;
+  int N, K;
+};
+
+// The chain in one persistent kernel: product i reads buf[i % 2] and writes buf[(i + 1) % 2], warps
+// strided over its rows; a grid barrier after each. With prefetch, each warp loads the first P x 512
+// bytes of its first row of product i + 1 before arriving at the barrier of product i.
+template <int P>
+__global__ void __launch_bounds__(256) chain_kernel(const Product* __restrict__ prods, int n, __nv_bfloat16* buf0,
+                                                    __nv_bfloat16* buf1, unsigned* count, int prefetch) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int gw = blockIdx.x * 8 + warp, tw = gridDim.x * 8;
+  uint4 pre[P];
+  auto first_loads = [&](const Product& pr) {
+#pragma unroll
+    for (int u = 0; u < P; ++u)
+      pre[u] = gw < pr.N && lane + 32 * u < pr.K / 8
+                   ? __ldcs(reinterpret_cast<const uint4*>(pr.w + (size_t)gw * pr.K) + lane + 32 * u)
+                   : make_uint4(0, 0, 0, 0);
+  };
+  if (prefetch && n > 0) first_loads(prods[0]);
+  for (int i = 0; i < n; ++i) {
+    const Product pr = prods[i];
+    const uint4* xr = reinterpret_cast<const uint4*>(i % 2 ? buf1 : buf0);
+    __nv_bfloat16* y = i % 2 ? buf0 : buf1;
+    const int chunks = pr.K / 8;
+    int r = gw;
+    if (prefetch && r < pr.N) {
+      float acc = 0.0f;
+#pragma unroll
+      for (int u = 0; u < P; ++u)
+        if (lane + 32 * u < chunks) acc += dot8(pre[u], __ldcg(xr + lane + 32 * u));
+      acc = warp_sum(acc + row_rest<true>(reinterpret_cast<const uint4*>(pr.w + (size_t)r * pr.K), xr, 32 * P, chunks, lane));
+      if (lane == 0) y[r] = __float2bfloat16(acc);
+      r += tw;
+    }
+    for (; r < pr.N; r += tw) {
+      const float acc = warp_sum(row_rest<true>(reinterpret_cast<const uint4*>(pr.w + (size_t)r * pr.K), xr, 0, chunks, lane));
+      if (lane == 0) y[r] = __float2bfloat16(acc);
+    }
+    if (prefetch && i + 1 < n) first_loads(prods[i + 1]);
+    grid_barrier(count, static_cast<unsigned>(i + 1) * gridDim.x);
   }
 }
 
@@ -179,6 +246,59 @@ static void chain(const char* name, std::vector<Shape> layer, int layers, cudaSt
     CK(cudaGraphExecDestroy(ge));
     CK(cudaGraphDestroy(g));
   }
+  // The same chain as one cooperative kernel (activations read from L2; every product's output lands in
+  // the other buffer).
+  std::vector<Product> prods;
+  for (int l = 0; l < layers; ++l)
+    for (size_t i = 0; i < layer.size(); ++i) prods.push_back({w[l][i], layer[i].N, layer[i].K});
+  Product* dprods;
+  CK(cudaMalloc(&dprods, prods.size() * sizeof(Product)));
+  CK(cudaMemcpy(dprods, prods.data(), prods.size() * sizeof(Product), cudaMemcpyHostToDevice));
+  unsigned* count;
+  CK(cudaMalloc(&count, sizeof(unsigned)));
+  int per_sm = 0;
+  CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, chain_kernel<4>, 256, 0));
+  for (int blocks_per_sm : {1, 2, 4}) {
+    if (blocks_per_sm > per_sm) continue;
+    for (int variant = 0; variant < 3; ++variant) {  // 0: no prefetch, 1: prefetch, 2: barriers alone
+      int n = static_cast<int>(prods.size());
+      int prefetch = variant == 1;
+      Product* pp = dprods;
+      std::vector<Product> empty(prods.size(), Product{nullptr, 0, 8});
+      Product* dempty = nullptr;
+      if (variant == 2) {
+        CK(cudaMalloc(&dempty, empty.size() * sizeof(Product)));
+        CK(cudaMemcpy(dempty, empty.data(), empty.size() * sizeof(Product), cudaMemcpyHostToDevice));
+        pp = dempty;
+      }
+      void* args[] = {&pp, &n, &xa, &xb, &count, &prefetch};
+      const dim3 grid(sms * blocks_per_sm);
+      auto once = [&] {
+        CK(cudaMemsetAsync(count, 0, sizeof(unsigned), s));
+        CK(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(chain_kernel<4>), grid, dim3(256), args, 0, s));
+      };
+      for (int i = 0; i < 3; ++i) once();
+      cudaEvent_t a, b;
+      CK(cudaEventCreate(&a));
+      CK(cudaEventCreate(&b));
+      const int reps = 20;
+      CK(cudaEventRecord(a, s));
+      for (int i = 0; i < reps; ++i) once();
+      CK(cudaEventRecord(b, s));
+      CK(cudaEventSynchronize(b));
+      float ms;
+      CK(cudaEventElapsedTime(&ms, a, b));
+      const double us = ms * 1e3 / reps;
+      const char* what[] = {"one kernel", "one kernel, prefetch", "barriers alone"};
+      std::printf("  %-22s %d/SM %9.1f us per step, %6.2f us per layer, %7.0f GB/s\n", what[variant], blocks_per_sm, us,
+                  us / layers, variant == 2 ? 0.0 : bytes / us / 1e3);
+      CK(cudaEventDestroy(a));
+      CK(cudaEventDestroy(b));
+      if (dempty) CK(cudaFree(dempty));
+    }
+  }
+  CK(cudaFree(dprods));
+  CK(cudaFree(count));
   for (auto& l : w)
     for (auto p : l) CK(cudaFree(p));
   CK(cudaFree(xa));
