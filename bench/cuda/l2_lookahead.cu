@@ -25,29 +25,24 @@ __device__ __forceinline__ void pdl_wait() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
+// This block's slice of [pf, pf + bytes), handed to the L2 as bulk prefetches of at most 1 MiB.
+__device__ void bulk_prefetch_slice(const char* pf, long long bytes) {
+  const long long slice = ((bytes / gridDim.x) + 15) / 16 * 16;
+  const long long at = slice * blockIdx.x;
+  const long long n = at + slice > bytes ? bytes - at : slice;
+  for (long long o = 0; o < n; o += (1 << 20)) {
+    const unsigned sz = static_cast<unsigned>(n - o < (1 << 20) ? n - o : (1 << 20));
+    if (sz) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(pf + at + o), "r"(sz) : "memory");
+  }
+}
+
 // The stand-in for a latency-bound kernel: every block spins `cycles`; with pf_bytes > 0 its blocks
 // first hand the L2 a bulk prefetch of [pf, pf + pf_bytes), a slice each (mode 1: before the grid wait,
 // mode 2: after it; mode 3: per-line prefetch.global.L2 after it).
 __global__ void busy_kernel(long long cycles, const char* pf, long long pf_bytes, int mode) {
-  if (mode == 1 && threadIdx.x == 0 && pf_bytes > 0) {
-    const long long slice = ((pf_bytes / gridDim.x) + 15) / 16 * 16;
-    const long long at = slice * blockIdx.x;
-    long long n = at + slice > pf_bytes ? pf_bytes - at : slice;
-    for (long long o = 0; o < n; o += (1 << 20)) {
-      const unsigned sz = static_cast<unsigned>(n - o < (1 << 20) ? n - o : (1 << 20));
-      if (sz) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(pf + at + o), "r"(sz) : "memory");
-    }
-  }
+  if (mode == 1 && threadIdx.x == 0 && pf_bytes > 0) bulk_prefetch_slice(pf, pf_bytes);
   pdl_wait();
-  if (mode == 2 && threadIdx.x == 0 && pf_bytes > 0) {
-    const long long slice = ((pf_bytes / gridDim.x) + 15) / 16 * 16;
-    const long long at = slice * blockIdx.x;
-    long long n = at + slice > pf_bytes ? pf_bytes - at : slice;
-    for (long long o = 0; o < n; o += (1 << 20)) {
-      const unsigned sz = static_cast<unsigned>(n - o < (1 << 20) ? n - o : (1 << 20));
-      if (sz) asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(pf + at + o), "r"(sz) : "memory");
-    }
-  }
+  if (mode == 2 && threadIdx.x == 0 && pf_bytes > 0) bulk_prefetch_slice(pf, pf_bytes);
   if (mode == 3 && pf_bytes > 0) {
     const long long lines = pf_bytes / 128;
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < lines; i += (long long)gridDim.x * blockDim.x)
