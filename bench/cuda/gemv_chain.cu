@@ -7,6 +7,8 @@
 //   preload:  persist, but each warp loads its first row's first P x 512 bytes before the wait, and lets
 //             dependents launch at once
 //   plainpre: plain with the same early loads (the variant measured slower on 2026-12-02)
+//   variants: a warp per row in 4- or 8-warp blocks, weights evict-first / through L1 / past L1, with and
+//             without early loads (which of these makes early loads pay)
 //   one kernel: the whole chain as one cooperative persistent kernel, a grid barrier between products
 //             (what a per-step "megakernel" would pay), with or without each warp's first weights of the
 //             next product loaded before it arrives at the barrier; and the barriers alone
@@ -105,6 +107,61 @@ __global__ void __launch_bounds__(256) gemv_kernel(const __nv_bfloat16* __restri
   }
 }
 
+
+// Which of lab 2's differences from tern's GEMV decides whether early loads pay: a warp per row in
+// blocks of WARPS warps, weights loaded evict-first (L 0, __ldcs), through L1 (1, __ldg) or past L1
+// (2, ld.global.nc.L1::no_allocate); EARLY: the row's first 4 x 512 bytes before the grid wait,
+// dependents let in first.
+template <int L>
+__device__ __forceinline__ uint4 load_w(const uint4* p) {
+  if constexpr (L == 0) {
+    return __ldcs(p);
+  } else if constexpr (L == 1) {
+    return __ldg(p);
+  } else {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+  }
+}
+
+template <int WARPS, int L, bool EARLY>
+__global__ void __launch_bounds__(WARPS * 32) gemv_var_kernel(const __nv_bfloat16* __restrict__ w,
+                                                              const __nv_bfloat16* __restrict__ x,
+                                                              __nv_bfloat16* __restrict__ y, int N, int K) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int chunks = K / 8, n = blockIdx.x * WARPS + warp;
+  const uint4* xr = reinterpret_cast<const uint4*>(x);
+  const uint4* wr = reinterpret_cast<const uint4*>(w + (size_t)(n < N ? n : 0) * K);
+  uint4 a[4];
+  int c0 = lane;
+  if constexpr (EARLY) {
+    pdl_launch();
+#pragma unroll
+    for (int u = 0; u < 4; ++u) a[u] = n < N && c0 + 32 * u < chunks ? load_w<L>(wr + c0 + 32 * u) : make_uint4(0, 0, 0, 0);
+    pdl_wait();
+  } else {
+    pdl_wait();
+    pdl_launch();
+#pragma unroll
+    for (int u = 0; u < 4; ++u) a[u] = n < N && c0 + 32 * u < chunks ? load_w<L>(wr + c0 + 32 * u) : make_uint4(0, 0, 0, 0);
+  }
+  if (n >= N) return;
+  float acc = 0.0f;
+  for (;;) {
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      if (c0 + 32 * u < chunks) acc += dot8(a[u], __ldg(xr + c0 + 32 * u));
+    c0 += 128;
+    if (c0 >= chunks) break;
+#pragma unroll
+    for (int u = 0; u < 4; ++u) a[u] = c0 + 32 * u < chunks ? load_w<L>(wr + c0 + 32 * u) : make_uint4(0, 0, 0, 0);
+  }
+  acc = warp_sum(acc);
+  if (lane == 0) y[n] = __float2bfloat16(acc);
+}
 
 // A grid-wide barrier for a cooperative launch: `count` rises by gridDim.x per barrier (zeroed before the
 // launch), so barrier b waits for (b + 1) * gridDim.x arrivals.
@@ -246,6 +303,57 @@ static void chain(const char* name, std::vector<Shape> layer, int layers, cudaSt
     CK(cudaGraphExecDestroy(ge));
     CK(cudaGraphDestroy(g));
   }
+  // Lab 2's differences from tern's GEMV, one at a time (see gemv_var_kernel).
+  struct Var {
+    const char* name;
+    void (*k)(const __nv_bfloat16*, const __nv_bfloat16*, __nv_bfloat16*, int, int);
+    int warps;
+  };
+  const Var vars[] = {{"8w evict-first", gemv_var_kernel<8, 0, false>, 8},
+                      {"8w evict-first early", gemv_var_kernel<8, 0, true>, 8},
+                      {"8w ldg", gemv_var_kernel<8, 1, false>, 8},
+                      {"8w ldg early", gemv_var_kernel<8, 1, true>, 8},
+                      {"8w past-L1", gemv_var_kernel<8, 2, false>, 8},
+                      {"8w past-L1 early", gemv_var_kernel<8, 2, true>, 8},
+                      {"4w evict-first", gemv_var_kernel<4, 0, false>, 4},
+                      {"4w evict-first early", gemv_var_kernel<4, 0, true>, 4},
+                      {"4w ldg", gemv_var_kernel<4, 1, false>, 4},
+                      {"4w ldg early", gemv_var_kernel<4, 1, true>, 4},
+                      {"4w past-L1", gemv_var_kernel<4, 2, false>, 4},
+                      {"4w past-L1 early", gemv_var_kernel<4, 2, true>, 4}};
+  for (const Var& v : vars) {
+    cudaGraph_t g;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    for (int l = 0; l < layers; ++l)
+      for (size_t i = 0; i < layer.size(); ++i) {
+        const Shape sh = layer[i];
+        __nv_bfloat16* in = (l * layer.size() + i) % 2 ? xb : xa;
+        __nv_bfloat16* out = (l * layer.size() + i) % 2 ? xa : xb;
+        launch(v.k, (sh.N + v.warps - 1) / v.warps, v.warps * 32, s, (const __nv_bfloat16*)w[l][i],
+               (const __nv_bfloat16*)in, out, sh.N, sh.K);
+      }
+    CK(cudaStreamEndCapture(s, &g));
+    cudaGraphExec_t ge;
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(ge, s));
+    const int reps = 20;
+    CK(cudaEventRecord(a, s));
+    for (int i = 0; i < reps; ++i) CK(cudaGraphLaunch(ge, s));
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    const double us = ms * 1e3 / reps;
+    std::printf("  %-22s %9.1f us per step, %6.2f us per layer, %7.0f GB/s\n", v.name, us, us / layers, bytes / us / 1e3);
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+  }
+
   // The same chain as one cooperative kernel (activations read from L2; every product's output lands in
   // the other buffer).
   std::vector<Product> prods;
