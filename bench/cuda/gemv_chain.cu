@@ -12,6 +12,8 @@
 //   one kernel: the whole chain as one cooperative persistent kernel, a grid barrier between products
 //             (what a per-step "megakernel" would pay), with or without each warp's first weights of the
 //             next product loaded before it arrives at the barrier; and the barriers alone
+//   one kernel, all loads: the same, each warp issuing all its loads of a product at once and the whole
+//             next product's before the barrier (chain_kernel2)
 // Build: nvcc -O3 -std=c++20 -arch=sm_90 bench/cuda/gemv_chain.cu -o gemv_chain
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -224,6 +226,57 @@ __global__ void __launch_bounds__(256) chain_kernel(const Product* __restrict__ 
   }
 }
 
+// chain_kernel, keeping each product's memory parallelism: every warp issues all of its weight loads for
+// a product at once (its rows gw, gw + tw, ... times its chunks lane, lane + 32, ...: at most CAP 16-byte
+// loads a lane, held in registers), and loads the next product's weights before arriving at the barrier
+// (weights depend on nothing), so a barrier overlaps the next product's DRAM latency. After the barrier
+// only the activations are read (from L2). The host launches it only where every product fits CAP.
+template <int CAP>
+__device__ __forceinline__ void load_product(const Product& pr, int gw, int tw, int lane, uint4 (&r)[CAP]) {
+  const int chunks = pr.K / 8, cpl = (chunks + 31) / 32;
+#pragma unroll
+  for (int i = 0; i < CAP; ++i) {
+    const int j = i / cpl, u = i % cpl, row = gw + j * tw, c = lane + 32 * u;
+    r[i] = row < pr.N && c < chunks ? load_w<0>(reinterpret_cast<const uint4*>(pr.w + (size_t)row * pr.K) + c)
+                                    : make_uint4(0, 0, 0, 0);
+  }
+}
+
+template <int CAP>
+__global__ void __launch_bounds__(256) chain_kernel2(const Product* __restrict__ prods, int n, __nv_bfloat16* buf0,
+                                                     __nv_bfloat16* buf1, unsigned* count) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int gw = blockIdx.x * 8 + warp, tw = gridDim.x * 8;
+  uint4 r[CAP];
+  if (n > 0) load_product<CAP>(prods[0], gw, tw, lane, r);
+  for (int p = 0; p < n; ++p) {
+    const Product pr = prods[p];
+    const uint4* xr = reinterpret_cast<const uint4*>(p % 2 ? buf1 : buf0);
+    __nv_bfloat16* y = p % 2 ? buf0 : buf1;
+    const int chunks = pr.K / 8, cpl = (chunks + 31) / 32;
+    float cur = 0.0f;
+    int cur_j = 0;
+#pragma unroll
+    for (int i = 0; i < CAP; ++i) {
+      const int j = i / cpl, u = i % cpl, row = gw + j * tw, c = lane + 32 * u;
+      if (row >= pr.N) break;  // uniform over the warp: rows only grow with i
+      if (j != cur_j) {
+        const float t = warp_sum(cur);
+        if (lane == 0) y[gw + cur_j * tw] = __float2bfloat16(t);
+        cur = 0.0f;
+        cur_j = j;
+      }
+      if (c < chunks) cur += dot8(r[i], __ldcg(xr + c));
+    }
+    if (gw < pr.N) {
+      const float t = warp_sum(cur);
+      if (lane == 0) y[gw + cur_j * tw] = __float2bfloat16(t);
+    }
+    if (p + 1 < n) load_product<CAP>(prods[p + 1], gw, tw, lane, r);
+    grid_barrier(count, static_cast<unsigned>(p + 1) * gridDim.x);
+  }
+}
+
 template <typename... Pr, typename... A>
 static void launch(void (*k)(Pr...), int grid, int block, cudaStream_t s, A... args) {
   cudaLaunchAttribute at[1]{};
@@ -404,6 +457,46 @@ static void chain(const char* name, std::vector<Shape> layer, int layers, cudaSt
       CK(cudaEventDestroy(b));
       if (dempty) CK(cudaFree(dempty));
     }
+  }
+  // chain_kernel2 (all of a warp's loads at once, the next product's before the barrier), where every
+  // product's rows x chunks per warp fit its 16 registers-worth of loads.
+  for (int blocks_per_sm : {1, 2, 4}) {
+    int cap_per_sm = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&cap_per_sm, chain_kernel2<16>, 256, 0));
+    if (blocks_per_sm > cap_per_sm) continue;
+    const int tw = sms * blocks_per_sm * 8;
+    bool fits = true;
+    for (const Shape& sh : layer) {
+      const int rows = (sh.N + tw - 1) / tw, cpl = (sh.K / 8 + 31) / 32;
+      fits = fits && rows * cpl <= 16;
+    }
+    if (!fits) {
+      std::printf("  %-22s %d/SM: a product needs more than 16 loads a lane, skipped\n", "one kernel, all loads", blocks_per_sm);
+      continue;
+    }
+    int n = static_cast<int>(prods.size());
+    void* args[] = {&dprods, &n, &xa, &xb, &count};
+    const dim3 grid(sms * blocks_per_sm);
+    auto once = [&] {
+      CK(cudaMemsetAsync(count, 0, sizeof(unsigned), s));
+      CK(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(chain_kernel2<16>), grid, dim3(256), args, 0, s));
+    };
+    for (int i = 0; i < 3; ++i) once();
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    const int reps = 20;
+    CK(cudaEventRecord(a, s));
+    for (int i = 0; i < reps; ++i) once();
+    CK(cudaEventRecord(b, s));
+    CK(cudaEventSynchronize(b));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    const double us = ms * 1e3 / reps;
+    std::printf("  %-22s %d/SM %9.1f us per step, %6.2f us per layer, %7.0f GB/s\n", "one kernel, all loads", blocks_per_sm,
+                us, us / layers, bytes / us / 1e3);
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
   }
   CK(cudaFree(dprods));
   CK(cudaFree(count));
