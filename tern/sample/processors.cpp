@@ -80,6 +80,45 @@ std::vector<Candidate> make_candidates(std::span<const float> logits) {
   return cands;
 }
 
+std::vector<Candidate> top_k_candidates(std::span<const float> logits, int32_t k) {
+  TERN_CHECK(k > 0, "[sample] expected top_k > 0, got {}", k);
+  // A heap of the best k so far, the worst on top. Ids rise with the scan, so a logit equal to the
+  // worst kept one loses the tie: only a strictly larger logit can enter a full heap. Blocks whose
+  // logits are all finite or -inf and none above that bar are passed over in one vectorised test.
+  std::vector<Candidate> heap;
+  heap.reserve(static_cast<size_t>(k));
+  float bar = -INFINITY;  // the worst kept logit once the heap is full; -inf lets nothing through before
+  const size_t n = logits.size();
+  constexpr size_t kBlock = 16;
+  for (size_t b = 0; b < n; b += kBlock) {
+    const size_t e = std::min(b + kBlock, n);
+    if (heap.size() == static_cast<size_t>(k)) {
+      bool quiet = true;  // every logit < +inf (no NaN, no +inf) and <= bar
+      for (size_t i = b; i < e; ++i) quiet &= logits[i] < INFINITY && logits[i] <= bar;
+      if (quiet) continue;
+    }
+    for (size_t i = b; i < e; ++i) {
+      const float l = logits[i];
+      TERN_CHECK(!std::isnan(l) && l != INFINITY, "[sample] expected logits that are finite or -inf, got {} at id {}",
+                 l, i);
+      if (l == -INFINITY) continue;
+      if (heap.size() < static_cast<size_t>(k)) {
+        heap.push_back({static_cast<int32_t>(i), l});
+        std::push_heap(heap.begin(), heap.end(), better_candidate);
+        if (heap.size() == static_cast<size_t>(k)) bar = heap.front().logit;
+      } else if (l > bar) {
+        std::pop_heap(heap.begin(), heap.end(), better_candidate);
+        heap.back() = {static_cast<int32_t>(i), l};
+        std::push_heap(heap.begin(), heap.end(), better_candidate);
+        bar = heap.front().logit;
+      }
+    }
+  }
+  TERN_CHECK(!heap.empty(), "[sample] expected at least one logit above -inf, got all {} at -inf", logits.size());
+  std::sort(heap.begin(), heap.end(), better_candidate);
+  return heap;
+}
+
 void top_k_filter(std::vector<Candidate>& cands, int32_t k) {
   if (k <= 0) return;
   size_t keep = std::min(static_cast<size_t>(k), cands.size());
@@ -96,8 +135,10 @@ namespace {
 // to the front and returns how many. complete: cands are the whole list. Otherwise cands are only the
 // best candidates of a longer list (every other logit <= the smallest here, so every histogram bin
 // above the smallest candidate's is whole here); returns -1 when the walk would need a bin or a
-// candidate that is not here.
-int64_t top_p_walk(std::vector<Candidate>& cands, float m, double target, bool complete) {
+// candidate that is not here. weights: exp(logit - m) of each candidate in cands' order, when the
+// caller has them (the same f32 values the walk would compute).
+int64_t top_p_walk(std::vector<Candidate>& cands, float m, double target, bool complete,
+                   const std::vector<float>* weights = nullptr) {
   // Histogram of mass by distance below the max (bins 1/32 logit wide): candidates in bins before the
   // one where the mass crosses top_p are kept unsorted; only the crossing bin is sorted and walked.
   constexpr int kBins = 1024;
@@ -112,7 +153,8 @@ int64_t top_p_walk(std::vector<Candidate>& cands, float m, double target, bool c
     known_bins = bin_of(lowest);
   }
   std::vector<double> bin_mass(kBins, 0.0);
-  for (const Candidate& c : cands) bin_mass[bin_of(c.logit)] += std::exp(c.logit - m);
+  for (size_t i = 0; i < cands.size(); ++i)
+    bin_mass[bin_of(cands[i].logit)] += weights ? (*weights)[i] : std::exp(cands[i].logit - m);
   int cross = 0;
   double before = 0.0;
   while (cross < kBins - 1 && before + bin_mass[cross] < target) {
@@ -124,16 +166,13 @@ int64_t top_p_walk(std::vector<Candidate>& cands, float m, double target, bool c
       std::partition(cands.begin(), cands.end(), [&](const Candidate& c) { return bin_of(c.logit) < cross; });
   auto cross_end =
       std::partition(inner_end, cands.end(), [&](const Candidate& c) { return bin_of(c.logit) == cross; });
-  // Walk the crossing bin best first; past it (only if f64 rounding left the nucleus open) the rest.
+  // Walk the crossing bin best first; past it (only if f64 rounding left the nucleus open) the rest,
+  // sorted only then: a walk that closes at the bin's end must not sort the whole tail first.
   // A token is kept iff the mass strictly before it is < top_p (HF removes ascending cumsum <= 1 - p).
   std::sort(inner_end, cross_end, better_candidate);
-  bool rest_sorted = false;
   for (auto it = inner_end; it != cands.end(); ++it) {
-    if (it == cross_end && !rest_sorted) {
-      std::sort(cross_end, cands.end(), better_candidate);
-      rest_sorted = true;
-    }
     if (it != cands.begin() && before >= target) return it - cands.begin();
+    if (it == cross_end) std::sort(cross_end, cands.end(), better_candidate);
     before += std::exp(it->logit - m);
   }
   return complete ? static_cast<int64_t>(cands.size()) : -1;
@@ -144,9 +183,13 @@ int64_t top_p_walk(std::vector<Candidate>& cands, float m, double target, bool c
 void top_p_filter(std::vector<Candidate>& cands, float top_p) {
   if (top_p >= 1.0f || cands.size() <= 1) return;
   const float m = max_logit(cands);
+  std::vector<float> w(cands.size());
   double total = 0.0;
-  for (const Candidate& c : cands) total += std::exp(c.logit - m);
-  cands.resize(static_cast<size_t>(top_p_walk(cands, m, static_cast<double>(top_p) * total, true)));
+  for (size_t i = 0; i < cands.size(); ++i) {
+    w[i] = std::exp(cands[i].logit - m);
+    total += w[i];
+  }
+  cands.resize(static_cast<size_t>(top_p_walk(cands, m, static_cast<double>(top_p) * total, true, &w)));
 }
 
 bool top_p_filter_best(std::vector<Candidate>& cands, float top_p, double total_lo, double total_hi) {
@@ -176,8 +219,8 @@ void min_p_filter(std::vector<Candidate>& cands, float min_p) {
 }
 
 std::vector<Candidate> warp(std::span<const float> logits, const SamplingParams& params) {
-  std::vector<Candidate> cands = make_candidates(logits);
-  top_k_filter(cands, params.top_k);
+  std::vector<Candidate> cands =
+      params.top_k > 0 ? top_k_candidates(logits, params.top_k) : make_candidates(logits);
   top_p_filter(cands, params.top_p);
   min_p_filter(cands, params.min_p);
   return cands;

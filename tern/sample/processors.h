@@ -41,6 +41,10 @@ void apply_temperature(std::span<float> logits, float temperature);
 // every logit is -inf (nothing can be sampled).
 std::vector<Candidate> make_candidates(std::span<const float> logits);
 
+// make_candidates then top_k_filter(k) in one pass over the row, without a Candidate per logit: the
+// same list (the min(k, n) best, sorted best first) and the same errors. k > 0.
+std::vector<Candidate> top_k_candidates(std::span<const float> logits, int32_t k);
+
 // Keeps exactly min(k, n) best candidates (better_candidate order; HF keeps every token tied with the
 // k-th, tern breaks ties toward lower id) and leaves them sorted best first. k <= 0 is a no-op.
 // Selects with nth_element, so only the k survivors are sorted.

@@ -6,6 +6,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <string>
 
 #include "tern/base/error.h"
 #include "tern/sample/processors.h"
@@ -110,6 +111,60 @@ TEST(Processors, TopKOnLargeRandomRowMatchesFullSort) {
   std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
   ASSERT_EQ(c.size(), 50u);
   for (int i = 0; i < 50; ++i) EXPECT_EQ(c[i].id, order[i]);
+}
+
+// top_k_candidates against make_candidates + top_k_filter: rows of few distinct values (many ties),
+// -inf holes, and k from 1 past the row's length; the list must match element for element.
+TEST(Processors, TopKCandidatesMatchesMakeThenFilter) {
+  std::mt19937 gen(11);
+  for (size_t n : {1u, 7u, 16u, 17u, 100u, 5000u}) {
+    for (int levels : {3, 1000}) {
+      std::uniform_int_distribution<int> level(0, levels - 1);
+      std::bernoulli_distribution hole(0.2);
+      std::vector<float> l(n);
+      for (float& x : l) x = hole(gen) ? -INFINITY : 0.25f * static_cast<float>(level(gen)) - 2.0f;
+      l[n / 2] = 1.5f;  // at least one finite logit
+      for (int32_t k : {1, 2, 5, 16, 20, static_cast<int32_t>(n) - 1, static_cast<int32_t>(n), static_cast<int32_t>(n) + 5}) {
+        if (k < 1) continue;
+        std::vector<Candidate> want = make_candidates(l);
+        top_k_filter(want, k);
+        std::vector<Candidate> got = top_k_candidates(l, k);
+        ASSERT_EQ(got.size(), want.size()) << "n " << n << " levels " << levels << " k " << k;
+        for (size_t i = 0; i < want.size(); ++i) {
+          EXPECT_EQ(got[i].id, want[i].id) << "n " << n << " k " << k << " at " << i;
+          EXPECT_EQ(got[i].logit, want[i].logit);
+        }
+      }
+    }
+  }
+}
+
+// The same errors as make_candidates, also where a bad logit sits in a block the heap could skip.
+TEST(Processors, TopKCandidatesRejectsWhatMakeCandidatesRejects) {
+  std::vector<float> l(100, 0.0f);
+  l[3] = 5.0f;
+  for (float bad : {NAN, INFINITY}) {
+    for (size_t at : {0u, 1u, 40u, 99u}) {
+      std::vector<float> row = l;
+      row[at] = bad;
+      std::string want, got;
+      try {
+        make_candidates(row);
+      } catch (const Error& e) {
+        want = e.what();
+      }
+      try {
+        top_k_candidates(row, 2);
+      } catch (const Error& e) {
+        got = e.what();
+      }
+      EXPECT_FALSE(want.empty());
+      EXPECT_EQ(got, want) << "bad logit at " << at;
+    }
+  }
+  std::vector<float> dead(40, -INFINITY);
+  EXPECT_THROW(top_k_candidates(dead, 3), Error);
+  EXPECT_THROW(top_k_candidates(l, 0), Error);
 }
 
 TEST(Processors, TopPKeepsNucleusIncludingBoundaryToken) {
