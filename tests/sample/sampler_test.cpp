@@ -180,6 +180,45 @@ TEST(Sampler, LogprobsComeFromRawLogits) {
   for (size_t i = 1; i < r.top_logprobs.size(); ++i) EXPECT_GE(r.top_logprobs[i - 1].second, r.top_logprobs[i].second);
 }
 
+// raw_logprob against log_softmax in f64 with std::exp: rows of every length up to past two vector
+// widths (the tails), a vocab-sized row, -inf entries, and terms from e^0 down past f32's range.
+TEST(Sampler, RawLogprobsMatchAnF64Reference) {
+  std::mt19937 gen(21);
+  std::vector<size_t> sizes;
+  for (size_t n = 1; n <= 19; ++n) sizes.push_back(n);
+  sizes.push_back(1023);
+  sizes.push_back(1025);
+  sizes.push_back(151936);
+  for (size_t n : sizes) {
+    for (float spread : {1.0f, 40.0f}) {
+      std::normal_distribution<float> dist(0.0f, spread);
+      std::bernoulli_distribution hole(0.1);
+      std::vector<float> l(n);
+      for (float& x : l) x = hole(gen) ? -INFINITY : dist(gen);
+      l[gen() % n] = 5.0f * spread;  // one finite maximum at least
+      double m = -INFINITY;
+      for (float x : l) m = std::max(m, static_cast<double>(x));
+      double sum = 0.0;
+      for (float x : l) sum += std::exp(static_cast<double>(x) - m);
+      for (int32_t t : {0, static_cast<int32_t>(n / 2), static_cast<int32_t>(n - 1)}) {
+        const float got = raw_logprob(l, t);
+        if (l[t] == -INFINITY) {
+          EXPECT_EQ(got, -INFINITY);
+          continue;
+        }
+        const double want = static_cast<double>(l[t]) - m - std::log(sum);
+        EXPECT_NEAR(got, want, 1e-6 + 3e-7 * std::abs(want)) << "n " << n << " spread " << spread << " token " << t;
+      }
+    }
+  }
+  // NaN and +inf rows still give NaN, as they always did (the samplers reject such rows first).
+  std::vector<float> nan_row(40, 0.0f), inf_row(40, 0.0f);
+  nan_row[30] = NAN;
+  inf_row[30] = INFINITY;
+  EXPECT_TRUE(std::isnan(raw_logprob(nan_row, 1)));
+  EXPECT_TRUE(std::isnan(raw_logprob(inf_row, 1)));
+}
+
 TEST(Sampler, TopLogprobsDescendingTiesTowardLowerId) {
   std::vector<float> l = {1.0f, 3.0f, 2.0f, 3.0f, -INFINITY};
   SamplingParams p;
