@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "tern/base/error.h"
+#include "tern/sample/row_math.h"
 
 namespace tern {
 
@@ -154,7 +155,7 @@ int64_t top_p_walk(std::vector<Candidate>& cands, float m, double target, bool c
   }
   std::vector<double> bin_mass(kBins, 0.0);
   for (size_t i = 0; i < cands.size(); ++i)
-    bin_mass[bin_of(cands[i].logit)] += weights ? (*weights)[i] : std::exp(cands[i].logit - m);
+    bin_mass[bin_of(cands[i].logit)] += weights ? (*weights)[i] : exp_nonpositive(cands[i].logit - m);
   int cross = 0;
   double before = 0.0;
   while (cross < kBins - 1 && before + bin_mass[cross] < target) {
@@ -173,7 +174,7 @@ int64_t top_p_walk(std::vector<Candidate>& cands, float m, double target, bool c
   for (auto it = inner_end; it != cands.end(); ++it) {
     if (it != cands.begin() && before >= target) return it - cands.begin();
     if (it == cross_end) std::sort(cross_end, cands.end(), better_candidate);
-    before += std::exp(it->logit - m);
+    before += exp_nonpositive(it->logit - m);
   }
   return complete ? static_cast<int64_t>(cands.size()) : -1;
 }
@@ -186,7 +187,7 @@ void top_p_filter(std::vector<Candidate>& cands, float top_p) {
   std::vector<float> w(cands.size());
   double total = 0.0;
   for (size_t i = 0; i < cands.size(); ++i) {
-    w[i] = std::exp(cands[i].logit - m);
+    w[i] = exp_nonpositive(cands[i].logit - m);
     total += w[i];
   }
   cands.resize(static_cast<size_t>(top_p_walk(cands, m, static_cast<double>(top_p) * total, true, &w)));
@@ -226,6 +227,38 @@ std::vector<Candidate> warp(std::span<const float> logits, const SamplingParams&
   return cands;
 }
 
+int32_t draw_row(std::span<const float> logits, float u) {
+  const RowScan scan = scan_row(logits);
+  if (!scan.clean || scan.max == -INFINITY) make_candidates(logits);  // raises the row's error
+  TERN_CHECK(u >= 0.0f && u < 1.0f, "[sample] expected u in [0, 1), got {}", u);
+  // draw_candidate's dense path over the whole row: a -inf logit weighs exp_nonpositive(-inf) = 0, and
+  // adding 0.0 leaves every f64 partial sum unchanged. Weights go through a chunk buffer twice (the
+  // exps vectorise; the f64 sums stay in id order, as draw_candidate adds them).
+  const float m = scan.max;
+  const size_t n = logits.size();
+  constexpr size_t kChunk = 1024;
+  float w[kChunk];
+  double total = 0.0;
+  for (size_t c = 0; c < n; c += kChunk) {
+    const size_t len = std::min(kChunk, n - c);
+    for (size_t i = 0; i < len; ++i) w[i] = exp_nonpositive(logits[c + i] - m);
+    for (size_t i = 0; i < len; ++i) total += w[i];
+  }
+  const double target = static_cast<double>(u) * total;
+  double cum = 0.0;
+  for (size_t c = 0; c < n; c += kChunk) {
+    const size_t len = std::min(kChunk, n - c);
+    for (size_t i = 0; i < len; ++i) w[i] = exp_nonpositive(logits[c + i] - m);
+    for (size_t i = 0; i < len; ++i) {
+      cum += w[i];
+      if (target < cum) return static_cast<int32_t>(c + i);
+    }
+  }
+  size_t last = n - 1;  // rounding left no id: the largest id above -inf, as draw_candidate returns
+  while (logits[last] == -INFINITY) --last;
+  return static_cast<int32_t>(last);
+}
+
 int32_t draw_candidate(std::vector<Candidate>& cands, float u) {
   TERN_ASSERT(!cands.empty(), "draw from an empty candidate list");
   TERN_CHECK(u >= 0.0f && u < 1.0f, "[sample] expected u in [0, 1), got {}", u);
@@ -241,13 +274,13 @@ int32_t draw_candidate(std::vector<Candidate>& cands, float u) {
                !std::is_sorted(cands.begin(), cands.end(), by_id);
   if (dense) {
     weights.assign(static_cast<size_t>(max_id) + 1, 0.0f);
-    for (const Candidate& c : cands) weights[c.id] = std::exp(c.logit - m);
+    for (const Candidate& c : cands) weights[c.id] = exp_nonpositive(c.logit - m);
   } else {
     if (!std::is_sorted(cands.begin(), cands.end(), by_id)) std::sort(cands.begin(), cands.end(), by_id);
     weights.resize(cands.size());
     ids.resize(cands.size());
     for (size_t i = 0; i < cands.size(); ++i) {
-      weights[i] = std::exp(cands[i].logit - m);
+      weights[i] = exp_nonpositive(cands[i].logit - m);
       ids[i] = cands[i].id;
     }
   }

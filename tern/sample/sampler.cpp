@@ -2,69 +2,22 @@
 #include "tern/sample/sampler.h"
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <limits>
 
 #include "tern/base/error.h"
+#include "tern/sample/row_math.h"
 
 namespace tern {
 
 namespace {
 
-// e^x for x <= 0 (or -inf), in f32 arithmetic the compiler vectorises: x = n ln2 + r with |r| <= ln2 / 2,
-// e^r by its Taylor series to r^7 (relative error below 1e-8, then the f32 rounding of 8 fused steps:
-// within about 2 ulp of the correctly rounded value), times 2^n; results below 2^-126 (x < -87.3)
-// flush to 0, which moves no sum that also holds e^0 = 1 by more than 1e-38 of it.
-inline float exp_nonpositive(float x) {
-  x = std::max(x, -104.0f);
-  const float n = (x * 1.44269504f + 12582912.0f) - 12582912.0f;  // round to nearest (|x log2 e| < 2^22)
-  float r = std::fma(n, -0.693145751953125f, x);                  // ln 2, split so n * hi is exact
-  r = std::fma(n, -1.428606765330187e-06f, r);
-  float p = 1.0f / 5040.0f;
-  p = std::fma(p, r, 1.0f / 720.0f);
-  p = std::fma(p, r, 1.0f / 120.0f);
-  p = std::fma(p, r, 1.0f / 24.0f);
-  p = std::fma(p, r, 1.0f / 6.0f);
-  p = std::fma(p, r, 0.5f);
-  p = std::fma(p, r, 1.0f);
-  p = std::fma(p, r, 1.0f);
-  // 2^n from its exponent bits; n <= -127 gives the bits of +0 (no branch, so the loop vectorises)
-  const int32_t e = std::max(static_cast<int32_t>(n), -127);
-  return p * std::bit_cast<float>((e + 127) << 23);
-}
-
 // max and log(sum exp(l - max)) of a row: f32 exp terms (exp_nonpositive) over an f64 sum kept in 8
 // interleaved partial sums, added in a fixed order (the same row gives the same result every time);
 // max is -inf for an all -inf row. A row with NaN or +inf takes the plain loop with std::exp (NaN or
 // +inf out, as before).
-constexpr size_t kLanes = 8;  // the vector loops' width (8 f32 lanes of AVX2)
-
-// A row's max, and whether every logit is below +inf (no NaN, no +inf: then the max is exact whatever
-// order the lanes took), in one vectorised pass.
-struct RowScan {
-  float max;
-  bool clean;
-};
-RowScan scan_row(std::span<const float> logits) {
-  const size_t n = logits.size(), whole = n / kLanes * kLanes;
-  float lane_max[kLanes], lane_ok[kLanes];  // lane_ok: 1 while every logit seen was < +inf
-  for (size_t j = 0; j < kLanes; ++j) lane_max[j] = -INFINITY, lane_ok[j] = 1.0f;
-  for (size_t i = 0; i < whole; i += kLanes) {
-    for (size_t j = 0; j < kLanes; ++j) {
-      const float l = logits[i + j];
-      lane_max[j] = std::max(lane_max[j], l);
-      lane_ok[j] = std::min(lane_ok[j], l < INFINITY ? 1.0f : 0.0f);  // 0 for NaN and +inf
-    }
-  }
-  RowScan r{-INFINITY, true};
-  for (size_t j = 0; j < kLanes; ++j) r.max = std::max(r.max, lane_max[j]), r.clean = r.clean && lane_ok[j] == 1.0f;
-  for (size_t i = whole; i < n; ++i) r.max = std::max(r.max, logits[i]), r.clean = r.clean && logits[i] < INFINITY;
-  return r;
-}
-
 std::pair<double, double> log_sum_exp(std::span<const float> logits) {
-  const size_t n = logits.size(), whole = n / kLanes * kLanes;
+  const size_t n = logits.size(), whole = n / kRowLanes * kRowLanes;
   const RowScan scan = scan_row(logits);
   float m = scan.max;
   if (!scan.clean) {
@@ -76,18 +29,18 @@ std::pair<double, double> log_sum_exp(std::span<const float> logits) {
     return {m, std::log(s)};
   }
   if (m == -INFINITY) return {m, 0.0};
-  double part[kLanes] = {};
+  double part[kRowLanes] = {};
   constexpr size_t kChunk = 1024;  // exp terms of a chunk, then their sums
   float terms[kChunk];
   for (size_t c = 0; c < whole; c += kChunk) {
     const size_t len = std::min(kChunk, whole - c);
     for (size_t i = 0; i < len; ++i) terms[i] = exp_nonpositive(logits[c + i] - m);
-    for (size_t i = 0; i < len; i += kLanes) {
-      for (size_t j = 0; j < kLanes; ++j) part[j] += terms[i + j];
+    for (size_t i = 0; i < len; i += kRowLanes) {
+      for (size_t j = 0; j < kRowLanes; ++j) part[j] += terms[i + j];
     }
   }
   double s = 0.0;
-  for (size_t j = 0; j < kLanes; ++j) s += part[j];
+  for (size_t j = 0; j < kRowLanes; ++j) s += part[j];
   for (size_t i = whole; i < n; ++i) s += exp_nonpositive(logits[i] - m);
   return {m, std::log(s)};
 }
@@ -169,8 +122,12 @@ Sampler::Result Sampler::sample(const float* logits, int64_t vocab, std::span<co
     token = argmax_checked(work_);
   } else {
     apply_temperature(work_, params_.temperature);
-    std::vector<Candidate> cands = warp(work_, params_);
-    token = draw_candidate(cands, rng_.uniform());
+    if (params_.top_k <= 0 && params_.top_p >= 1.0f && params_.min_p <= 0.0f) {
+      token = draw_row(work_, rng_.uniform());  // no warper: what warp() then draw_candidate() would pick
+    } else {
+      std::vector<Candidate> cands = warp(work_, params_);
+      token = draw_candidate(cands, rng_.uniform());
+    }
   }
 
   Result r;

@@ -124,7 +124,8 @@ TEST(Processors, TopKCandidatesMatchesMakeThenFilter) {
       std::vector<float> l(n);
       for (float& x : l) x = hole(gen) ? -INFINITY : 0.25f * static_cast<float>(level(gen)) - 2.0f;
       l[n / 2] = 1.5f;  // at least one finite logit
-      for (int32_t k : {1, 2, 5, 16, 20, static_cast<int32_t>(n) - 1, static_cast<int32_t>(n), static_cast<int32_t>(n) + 5}) {
+      const int32_t len = static_cast<int32_t>(n);
+      for (int32_t k : {1, 2, 5, 16, 20, len - 1, len, len + 5}) {
         if (k < 1) continue;
         std::vector<Candidate> want = make_candidates(l);
         top_k_filter(want, k);
@@ -165,6 +166,50 @@ TEST(Processors, TopKCandidatesRejectsWhatMakeCandidatesRejects) {
   std::vector<float> dead(40, -INFINITY);
   EXPECT_THROW(top_k_candidates(dead, 3), Error);
   EXPECT_THROW(top_k_candidates(l, 0), Error);
+}
+
+// draw_row against make_candidates + draw_candidate: the same id for every u tried, on rows with -inf
+// holes (first and last ids too), weights that underflow to 0, and one huge logit; the same errors.
+TEST(Processors, DrawRowMatchesCandidatesThenDraw) {
+  std::mt19937 gen(5);
+  std::uniform_real_distribution<float> uni(0.0f, 1.0f);
+  for (size_t n : {1u, 2u, 9u, 1023u, 1025u, 4000u}) {
+    for (float spread : {0.5f, 8.0f, 60.0f}) {
+      std::normal_distribution<float> dist(0.0f, spread);
+      std::bernoulli_distribution hole(0.3);
+      std::vector<float> l(n);
+      for (float& x : l) x = hole(gen) ? -INFINITY : dist(gen);
+      l[n / 2] = 0.0f;
+      if (n > 2) l.front() = l.back() = -INFINITY;
+      std::vector<float> us = {0.0f, std::nextafter(1.0f, 0.0f), 0.5f};
+      for (int i = 0; i < 300; ++i) {
+        float u = uni(gen);
+        us.push_back(u < 1.0f ? u : 0.0f);
+      }
+      for (float u : us) {
+        std::vector<Candidate> c = make_candidates(l);
+        EXPECT_EQ(draw_row(l, u), draw_candidate(c, u)) << "n " << n << " spread " << spread << " u " << u;
+      }
+    }
+  }
+  std::vector<float> nan_row = {1.0f, NAN}, inf_row = {1.0f, INFINITY}, dead = {-INFINITY, -INFINITY};
+  for (const auto& row : {nan_row, inf_row, dead}) {
+    std::string want, got;
+    try {
+      make_candidates(row);
+    } catch (const Error& e) {
+      want = e.what();
+    }
+    try {
+      draw_row(row, 0.5f);
+    } catch (const Error& e) {
+      got = e.what();
+    }
+    EXPECT_FALSE(want.empty());
+    EXPECT_EQ(got, want);
+  }
+  std::vector<float> ok = {1.0f, 2.0f};
+  EXPECT_THROW(draw_row(ok, 1.0f), Error);
 }
 
 TEST(Processors, TopPKeepsNucleusIncludingBoundaryToken) {
