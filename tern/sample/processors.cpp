@@ -132,6 +132,13 @@ void top_k_filter(std::vector<Candidate>& cands, int32_t k) {
 
 namespace {
 
+// top_p_walk's histogram: bins 1/32 logit wide below the max m, the last one holding everything
+// from 32 logits down (-inf included).
+constexpr int kTopPBins = 1024;
+inline int top_p_bin(float m, float logit) {
+  return static_cast<int>(std::min((m - logit) * 32.0f, static_cast<float>(kTopPBins - 1)));
+}
+
 // top_p_filter's walk under a given nucleus mass `target` (top_p * total): moves the kept candidates
 // to the front and returns how many. complete: cands are the whole list. Otherwise cands are only the
 // best candidates of a longer list (every other logit <= the smallest here, so every histogram bin
@@ -142,23 +149,19 @@ int64_t top_p_walk(std::vector<Candidate>& cands, float m, double target, bool c
                    const std::vector<float>* weights = nullptr) {
   // Histogram of mass by distance below the max (bins 1/32 logit wide): candidates in bins before the
   // one where the mass crosses top_p are kept unsorted; only the crossing bin is sorted and walked.
-  constexpr int kBins = 1024;
-  constexpr float kBinsPerLogit = 32.0f;
-  auto bin_of = [&](float logit) {
-    return static_cast<int>(std::min((m - logit) * kBinsPerLogit, static_cast<float>(kBins - 1)));
-  };
-  int known_bins = kBins;
+  auto bin_of = [&](float logit) { return top_p_bin(m, logit); };
+  int known_bins = kTopPBins;
   if (!complete) {
     float lowest = m;
     for (const Candidate& c : cands) lowest = std::min(lowest, c.logit);
     known_bins = bin_of(lowest);
   }
-  std::vector<double> bin_mass(kBins, 0.0);
+  std::vector<double> bin_mass(kTopPBins, 0.0);
   for (size_t i = 0; i < cands.size(); ++i)
     bin_mass[bin_of(cands[i].logit)] += weights ? (*weights)[i] : exp_nonpositive(cands[i].logit - m);
   int cross = 0;
   double before = 0.0;
-  while (cross < kBins - 1 && before + bin_mass[cross] < target) {
+  while (cross < kTopPBins - 1 && before + bin_mass[cross] < target) {
     if (cross >= known_bins) return -1;
     before += bin_mass[cross++];
   }
@@ -211,6 +214,53 @@ bool top_p_filter_best(std::vector<Candidate>& cands, float top_p, double total_
   return true;
 }
 
+std::vector<Candidate> top_p_candidates(std::span<const float> logits, float top_p) {
+  const RowScan scan = scan_row(logits);
+  auto whole_list = [&] {
+    std::vector<Candidate> c = make_candidates(logits);  // raises a bad row's error
+    top_p_filter(c, top_p);
+    return c;
+  };
+  if (!scan.clean || scan.max == -INFINITY || top_p >= 1.0f) return whole_list();
+  // top_p_filter's total and histogram over the row, in id order: a -inf logit weighs 0 (it adds
+  // nothing to an f64 sum) and is counted in no bin.
+  const float m = scan.max;
+  const size_t n = logits.size();
+  std::vector<double> bin_mass(kTopPBins, 0.0);
+  std::vector<int32_t> bin_count(kTopPBins, 0);
+  double total = 0.0;
+  constexpr size_t kChunk = 1024;
+  float w[kChunk];
+  for (size_t c = 0; c < n; c += kChunk) {
+    const size_t len = std::min(kChunk, n - c);
+    for (size_t i = 0; i < len; ++i) w[i] = exp_nonpositive(logits[c + i] - m);
+    for (size_t i = 0; i < len; ++i) {
+      total += w[i];
+      const float l = logits[c + i];
+      if (l == -INFINITY) continue;
+      const int b = top_p_bin(m, l);
+      bin_mass[b] += w[i];
+      ++bin_count[b];
+    }
+  }
+  const double target = static_cast<double>(top_p) * total;
+  int cross = 0;
+  double before = 0.0;
+  while (cross < kTopPBins - 1 && before + bin_mass[cross] < target) before += bin_mass[cross++];
+  // The bins through the crossing one and the next non-empty one (so top_p_filter_best knows the
+  // crossing bin is whole), in id order; the whole list when that reaches the catch-all bin.
+  int last = cross + 1;
+  while (last < kTopPBins && bin_count[last] == 0) ++last;
+  if (last >= kTopPBins - 1) return whole_list();
+  std::vector<Candidate> best;
+  for (size_t i = 0; i < n; ++i) {
+    const float l = logits[i];
+    if (l != -INFINITY && top_p_bin(m, l) <= last) best.push_back({static_cast<int32_t>(i), l});
+  }
+  if (!top_p_filter_best(best, top_p, total, total)) return whole_list();
+  return best;
+}
+
 void min_p_filter(std::vector<Candidate>& cands, float min_p) {
   if (min_p <= 0.0f || cands.empty()) return;
   // prob >= min_p * max_prob  <=>  logit - max_logit >= log(min_p); no exp per token.
@@ -220,9 +270,13 @@ void min_p_filter(std::vector<Candidate>& cands, float min_p) {
 }
 
 std::vector<Candidate> warp(std::span<const float> logits, const SamplingParams& params) {
-  std::vector<Candidate> cands =
-      params.top_k > 0 ? top_k_candidates(logits, params.top_k) : make_candidates(logits);
-  top_p_filter(cands, params.top_p);
+  std::vector<Candidate> cands;
+  if (params.top_k > 0) {
+    cands = top_k_candidates(logits, params.top_k);
+    top_p_filter(cands, params.top_p);
+  } else {
+    cands = top_p_candidates(logits, params.top_p);
+  }
   min_p_filter(cands, params.min_p);
   return cands;
 }

@@ -65,6 +65,11 @@ void top_p_filter(std::vector<Candidate>& cands, float top_p);
 // leaves a permutation of cands. top_p >= 1 is a no-op returning true.
 bool top_p_filter_best(std::vector<Candidate>& cands, float top_p, double total_lo, double total_hi);
 
+// make_candidates then top_p_filter(top_p) for a whole row: the same kept set (order unspecified) and
+// the same errors, building candidates only for the histogram bins the nucleus reaches (the whole list
+// when they reach the bin 32 logits below the max).
+std::vector<Candidate> top_p_candidates(std::span<const float> logits, float top_p);
+
 // HF MinPLogitsWarper: keeps candidates with prob >= min_p * max_prob, tested in f32 as
 // logit - max_logit >= log(min_p) (renormalisation cancels). The best token always survives; order is
 // preserved.

@@ -212,6 +212,49 @@ TEST(Processors, DrawRowMatchesCandidatesThenDraw) {
   EXPECT_THROW(draw_row(ok, 1.0f), Error);
 }
 
+// top_p_candidates against make_candidates + top_p_filter: the same kept set on peaked rows (a small
+// nucleus), flat ones (the nucleus reaching the catch-all bin), rows with -inf holes and many ties.
+TEST(Processors, TopPCandidatesMatchesMakeThenFilter) {
+  std::mt19937 gen(8);
+  int fast = 0;
+  for (size_t n : {1u, 3u, 40u, 5000u, 151936u}) {
+    for (float spread : {0.02f, 1.0f, 3.0f, 30.0f}) {
+      for (bool peaked : {false, true}) {
+        std::normal_distribution<float> dist(0.0f, spread);
+        std::bernoulli_distribution hole(0.1);
+        std::vector<float> l(n);
+        for (float& x : l) x = hole(gen) ? -INFINITY : std::round(dist(gen) * 64.0f) / 64.0f;  // ties
+        l[n / 3] = peaked ? 12.0f : 0.0f;
+        for (float top_p : {0.1f, 0.5f, 0.9f, 0.95f, 0.999f, 1.0f}) {
+          std::vector<Candidate> want = make_candidates(l);
+          top_p_filter(want, top_p);
+          std::vector<Candidate> got = top_p_candidates(l, top_p);
+          EXPECT_EQ(ids_of(got), ids_of(want)) << "n " << n << " spread " << spread << " top_p " << top_p;
+          EXPECT_EQ(got.size(), want.size());
+          fast += got.size() < 64;
+        }
+      }
+    }
+  }
+  EXPECT_GT(fast, 20);  // small nuclei came up (where the row path builds few candidates)
+  for (std::vector<float> bad : {std::vector<float>{1.0f, NAN}, std::vector<float>{INFINITY, 1.0f},
+                                 std::vector<float>{-INFINITY}}) {
+    std::string want, got;
+    try {
+      make_candidates(bad);
+    } catch (const Error& e) {
+      want = e.what();
+    }
+    try {
+      top_p_candidates(bad, 0.9f);
+    } catch (const Error& e) {
+      got = e.what();
+    }
+    EXPECT_FALSE(want.empty());
+    EXPECT_EQ(got, want);
+  }
+}
+
 TEST(Processors, TopPKeepsNucleusIncludingBoundaryToken) {
   // ids scrambled so id order != probability order
   std::vector<double> probs = {0.10, 0.30, 0.05, 0.40, 0.15};  // sorted: id3 .40, id1 .30, id4 .15, id0 .10, id2 .05
