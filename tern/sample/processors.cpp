@@ -269,13 +269,32 @@ void min_p_filter(std::vector<Candidate>& cands, float min_p) {
   std::erase_if(cands, [&](const Candidate& c) { return c.logit - m < floor; });
 }
 
+std::vector<Candidate> min_p_candidates(std::span<const float> logits, float min_p) {
+  const RowScan scan = scan_row(logits);
+  if (!scan.clean || scan.max == -INFINITY || min_p <= 0.0f) {
+    std::vector<Candidate> c = make_candidates(logits);  // raises a bad row's error
+    min_p_filter(c, min_p);
+    return c;
+  }
+  // min_p_filter's test on the whole row: its max is the candidates' max; -inf never passes.
+  const float m = scan.max, floor = std::log(min_p);
+  std::vector<Candidate> c;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float l = logits[i];
+    if (l != -INFINITY && !(l - m < floor)) c.push_back({static_cast<int32_t>(i), l});
+  }
+  return c;
+}
+
 std::vector<Candidate> warp(std::span<const float> logits, const SamplingParams& params) {
   std::vector<Candidate> cands;
   if (params.top_k > 0) {
     cands = top_k_candidates(logits, params.top_k);
     top_p_filter(cands, params.top_p);
-  } else {
+  } else if (params.top_p < 1.0f) {
     cands = top_p_candidates(logits, params.top_p);
+  } else {
+    return min_p_candidates(logits, params.min_p);
   }
   min_p_filter(cands, params.min_p);
   return cands;

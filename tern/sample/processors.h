@@ -76,6 +76,10 @@ std::vector<Candidate> top_p_candidates(std::span<const float> logits, float top
 // min_p <= 0 is a no-op.
 void min_p_filter(std::vector<Candidate>& cands, float min_p);
 
+// make_candidates then min_p_filter(min_p) for a whole row: the same list (ascending ids) and the
+// same errors, without a candidate per logit.
+std::vector<Candidate> min_p_candidates(std::span<const float> logits, float min_p);
+
 // The warpers in order: make_candidates, then top-k, top-p, min-p as params ask. Non-empty result.
 std::vector<Candidate> warp(std::span<const float> logits, const SamplingParams& params);
 

@@ -255,6 +255,32 @@ TEST(Processors, TopPCandidatesMatchesMakeThenFilter) {
   }
 }
 
+// min_p_candidates against make_candidates + min_p_filter: the same list in the same (id) order, and
+// the same errors.
+TEST(Processors, MinPCandidatesMatchesMakeThenFilter) {
+  std::mt19937 gen(13);
+  for (size_t n : {1u, 17u, 5000u}) {
+    for (float spread : {0.5f, 4.0f}) {
+      std::normal_distribution<float> dist(0.0f, spread);
+      std::bernoulli_distribution hole(0.2);
+      std::vector<float> l(n);
+      for (float& x : l) x = hole(gen) ? -INFINITY : dist(gen);
+      l[n / 2] = 3.0f;
+      for (float min_p : {0.0f, 0.01f, 0.1f, 0.5f, 1.0f}) {
+        std::vector<Candidate> want = make_candidates(l);
+        min_p_filter(want, min_p);
+        std::vector<Candidate> got = min_p_candidates(l, min_p);
+        ASSERT_EQ(got.size(), want.size()) << "n " << n << " min_p " << min_p;
+        for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(got[i].id, want[i].id);
+      }
+    }
+  }
+  std::vector<float> nan_row = {1.0f, NAN};
+  EXPECT_THROW(min_p_candidates(nan_row, 0.1f), Error);
+  std::vector<float> dead = {-INFINITY};
+  EXPECT_THROW(min_p_candidates(dead, 0.1f), Error);
+}
+
 TEST(Processors, TopPKeepsNucleusIncludingBoundaryToken) {
   // ids scrambled so id order != probability order
   std::vector<double> probs = {0.10, 0.30, 0.05, 0.40, 0.15};  // sorted: id3 .40, id1 .30, id4 .15, id0 .10, id2 .05
