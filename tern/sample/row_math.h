@@ -46,10 +46,10 @@ inline RowScan scan_row(std::span<const float> logits) {
   float lane_max[kRowLanes], lane_ok[kRowLanes];  // lane_ok: 1 while every logit seen was < +inf
   for (size_t j = 0; j < kRowLanes; ++j) lane_max[j] = -INFINITY, lane_ok[j] = 1.0f;
   for (size_t i = 0; i < whole; i += kRowLanes) {
-    for (size_t j = 0; j < kRowLanes; ++j) {
+    for (size_t j = 0; j < kRowLanes; ++j) {  // selects rather than std::max: GCC vectorises these
       const float l = logits[i + j];
-      lane_max[j] = std::max(lane_max[j], l);
-      lane_ok[j] = std::min(lane_ok[j], l < INFINITY ? 1.0f : 0.0f);  // 0 for NaN and +inf
+      lane_max[j] = lane_max[j] < l ? l : lane_max[j];
+      lane_ok[j] = l < INFINITY ? lane_ok[j] : 0.0f;  // 0 once a NaN or +inf went by
     }
   }
   RowScan r{-INFINITY, true};
