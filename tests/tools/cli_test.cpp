@@ -124,6 +124,20 @@ TEST(CliBench, ReportsThroughput) {
   EXPECT_GT(j["decode_tokens_per_second"].get<double>(), 0);
 }
 
+// --temperature decodes by sampling each row on the host, as generate does, and says so.
+TEST(CliBench, SampledDecodeReportsItsSettings) {
+  CliRun r = tern("bench " + kDemo + " --prompt-tokens 8 --gen-tokens 8 --repeats 1 --warmup 0 --batch 2 --json "
+                  "--temperature 0.8 --top-p 0.9 --top-k 40 --seed 3");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_GT(j["decode_tokens_per_second"].get<double>(), 0);
+  EXPECT_NEAR(j["decode_sampling"]["top_p"].get<double>(), 0.9, 1e-6);
+  EXPECT_EQ(j["decode_sampling"]["top_k"], 40);
+  CliRun g = tern("bench " + kDemo + " --prompt-tokens 8 --gen-tokens 2 --repeats 1 --warmup 0 --json");
+  ASSERT_EQ(g.code, 0) << g.err;
+  EXPECT_EQ(nlohmann::json::parse(g.out)["decode_sampling"], "greedy");
+}
+
 // Each bad input: non-zero exit, nothing on stdout, one line on stderr naming the problem.
 void expect_one_line_error(const std::string& args, const std::string& needle) {
   CliRun r = tern(args);
@@ -140,6 +154,7 @@ TEST(CliErrors, BadInputGetsOneLine) {
   expect_one_line_error("generate " + kDemo + " \"hi\" --bogus", "unknown option --bogus");
   expect_one_line_error("generate " + kDemo + " \"hi\" --max-tokens", "expects a value");
   expect_one_line_error("generate " + kDemo + " \"hi\" --temperature -1", "temperature");
+  expect_one_line_error("bench " + kDemo + " --temperature 0.7 --top-p 1.5", "top_p");
   expect_one_line_error("generate " + kDemo, "exactly one of PROMPT or --ids");
   expect_one_line_error("generate " + kQwen3 + " \"hi\"", "no tokenizer.json");
   expect_one_line_error("score " + kDemo + " --ids 5", "at least 2 tokens");

@@ -11,6 +11,7 @@
 #include "tern/ops/graph.h"
 #include "tern/ops/device.h"
 #include "tern/ops/reduce.h"
+#include "tern/sample/sampler.h"
 #include "tools/cli/model_args.h"
 
 namespace tern::cli {
@@ -34,7 +35,7 @@ std::vector<int32_t> to_ids(const Tensor& argmax) {
 }
 
 int run_bench(int argc, char** argv) {
-  Args a("bench", "Measure prefill and decode tokens/s (random prompt tokens, greedy decode).");
+  Args a("bench", "Measure prefill and decode tokens/s (random prompt tokens; greedy decode unless --temperature).");
   a.positional("MODEL_DIR", "a Hugging Face model directory")
       .flag("prompt-tokens", "N", "prefill length; decode runs after a prompt of this length", "512")
       .flag("gen-tokens", "N", "decode steps per repeat", "128")
@@ -42,6 +43,12 @@ int run_bench(int argc, char** argv) {
       .flag("warmup", "N", "untimed warm-up repeats", "1")
       .flag("batch", "N", "sequences decoded side by side (decode tok/s counts all of them)", "1")
       .flag("cuda-graphs", "on|off", "CUDA: capture the decode step as a graph and replay it (compiled decode)", "on")
+      .flag("temperature", "T", "decode by sampling as generate does (each row's logits copied to the host and "
+            "sampled there) instead of greedy; 0 = greedy", "0")
+      .flag("top-k", "K", "with --temperature: sample among the K most likely tokens (0 = off)", "0")
+      .flag("top-p", "P", "with --temperature: nucleus sampling mass in (0, 1]", "1")
+      .flag("min-p", "P", "with --temperature: drop tokens below P times the most likely one's probability", "0")
+      .flag("seed", "N", "with --temperature: the samplers' seed (row r uses N + r)", "0")
       .flag("json", "", "print JSON instead of text");
   add_runtime_flags(a);
   add_kv_cache_flags(a);
@@ -57,6 +64,13 @@ int run_bench(int argc, char** argv) {
   LoadedModel m = load_for_cli(a.get("MODEL_DIR"), opt);
   const Model& model = *m.model;
   const int64_t vocab = model.vocab_size();
+  SamplingParams sampling;
+  sampling.temperature = static_cast<float>(a.get_double("temperature"));
+  sampling.top_k = static_cast<int32_t>(a.get_int("top-k"));
+  sampling.top_p = static_cast<float>(a.get_double("top-p"));
+  sampling.min_p = static_cast<float>(a.get_double("min-p"));
+  validate(sampling, vocab);
+  const bool sampled = sampling.temperature > 0.0f;
 
   std::vector<double> prefill, decode;
   bool compiled_used = false;
@@ -67,22 +81,41 @@ int run_bench(int argc, char** argv) {
     Tensor logits = model.forward(ids, caches, false);  // [B, 1, V] on the CPU: prefill ends with a sync
     double tp = t.seconds();
     t.reset();
-    // Each step's greedy ids reach the host before the next step, as in generation.
-    std::vector<int32_t> next = to_ids(ops::argmax(logits.view({B, vocab}), -1));
+    // Each step's ids reach the host before the next step, as in generation: the device argmax, or
+    // (--temperature) each row sampled on the host from its copied logits, as generate samples.
+    std::vector<Sampler> samplers;
+    for (int64_t b = 0; sampled && b < B; ++b) {
+      SamplingParams p = sampling;
+      p.seed = static_cast<uint64_t>(a.get_int("seed") + b);
+      samplers.emplace_back(p);
+    }
+    auto pick = [&](const Tensor& l) {
+      if (!sampled) return to_ids(ops::argmax(l.view({B, vocab}), -1));
+      Tensor h = l.to(Device::cpu()).contiguous();
+      std::vector<int32_t> out(static_cast<size_t>(B));
+      for (int64_t b = 0; b < B; ++b) out[b] = samplers[b].sample(h.data<float>() + b * vocab, vocab).token;
+      return out;
+    };
+    std::vector<int32_t> next = pick(logits);
     if (graphs == "on" && CompiledDecoder::supported(model, caches)) {
       compiled_used = true;
       CompiledDecoder dec(model, caches, P + G + 1);
       dec.set_ids(next);
       for (int64_t g = 0; g < G; ++g) {
         dec.step();
-        next = dec.greedy_ids();
+        if (!sampled) {
+          next = dec.greedy_ids();
+          continue;
+        }
+        next = pick(dec.logits());
+        dec.set_ids(next);
       }
     } else {
       for (int64_t g = 0; g < G; ++g) {
         Tensor step_ids = Tensor::empty({B, 1}, Dtype::i32);
         std::copy(next.begin(), next.end(), step_ids.data<int32_t>());
         logits = model.forward(step_ids, caches, false);
-        next = to_ids(ops::argmax(logits.view({B, vocab}), -1));
+        next = pick(logits);
       }
     }
     device_synchronize();
@@ -101,6 +134,11 @@ int run_bench(int argc, char** argv) {
                         {"kv_cache", kv.kind},
                         {"batch", B},
                         {"compiled_decode", compiled_used},
+                        {"decode_sampling", sampled ? nlohmann::json{{"temperature", a.get_double("temperature")},
+                                                                     {"top_k", sampling.top_k},
+                                                                     {"top_p", a.get_double("top-p")},
+                                                                     {"min_p", a.get_double("min-p")}}
+                                                    : nlohmann::json("greedy")},
                         {"prefill_tokens_per_second", median(prefill)},
                         {"decode_tokens_per_second", median(decode)},
                         {"prefill_min", *std::min_element(prefill.begin(), prefill.end())},
@@ -114,9 +152,14 @@ int run_bench(int argc, char** argv) {
   std::printf("model    %s on %s\n", m.dir.c_str(), device.c_str());
   std::printf("prefill  %lld tokens per row: %.1f tok/s (median of %lld; min %.1f, max %.1f)\n", (long long)P, median(prefill),
               (long long)reps, out["prefill_min"].get<double>(), out["prefill_max"].get<double>());
-  std::printf("decode   %lld tokens after a %lld-token prompt, batch %lld%s: %.1f tok/s (median of %lld; min %.1f, max %.1f)\n",
-              (long long)G, (long long)P, (long long)B, compiled_used ? ", compiled (CUDA graphs)" : "", median(decode),
-              (long long)reps, out["decode_min"].get<double>(), out["decode_max"].get<double>());
+  const std::string how =
+      sampled ? fmt::format(", sampled on the host (temperature {}, top-k {}, top-p {}, min-p {})", a.get("temperature"),
+                            sampling.top_k, a.get("top-p"), a.get("min-p"))
+              : "";
+  std::printf("decode   %lld tokens after a %lld-token prompt, batch %lld%s%s: %.1f tok/s (median of %lld; min %.1f, "
+              "max %.1f)\n",
+              (long long)G, (long long)P, (long long)B, how.c_str(), compiled_used ? ", compiled (CUDA graphs)" : "",
+              median(decode), (long long)reps, out["decode_min"].get<double>(), out["decode_max"].get<double>());
   return 0;
 }
 
