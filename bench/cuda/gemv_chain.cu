@@ -291,6 +291,35 @@ static void launch(void (*k)(Pr...), int grid, int block, cudaStream_t s, A... a
   CK(cudaLaunchKernelEx(&cfg, k, args...));
 }
 
+// us per call of `once` (3 untimed calls, then 20 timed ones on stream s).
+template <typename F>
+static double time_us(F&& once, cudaStream_t s) {
+  for (int i = 0; i < 3; ++i) once();
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  const int reps = 20;
+  CK(cudaEventRecord(a, s));
+  for (int i = 0; i < reps; ++i) once();
+  CK(cudaEventRecord(b, s));
+  CK(cudaEventSynchronize(b));
+  float ms;
+  CK(cudaEventElapsedTime(&ms, a, b));
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  return ms * 1e3 / reps;
+}
+
+// us per replay of a captured graph (time_us); frees the graph.
+static double replay_us(cudaGraph_t g, cudaStream_t s) {
+  cudaGraphExec_t ge;
+  CK(cudaGraphInstantiate(&ge, g, 0));
+  const double us = time_us([&] { CK(cudaGraphLaunch(ge, s)); }, s);
+  CK(cudaGraphExecDestroy(ge));
+  CK(cudaGraphDestroy(g));
+  return us;
+}
+
 struct Shape {
   int N, K;
 };
@@ -338,23 +367,8 @@ static void chain(const char* name, std::vector<Shape> layer, int layers, cudaSt
           launch(gemv_kernel<4>, grid, 256, s, (const __nv_bfloat16*)w[l][i], (const __nv_bfloat16*)in, out, sh.N, sh.K, v.mode);
       }
     CK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t ge;
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(ge, s));
-    const int reps = 20;
-    CK(cudaEventRecord(a, s));
-    for (int i = 0; i < reps; ++i) CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    const double us = ms * 1e3 / reps;
+    const double us = replay_us(g, s);
     std::printf("  %-18s %9.1f us per step, %6.2f us per layer, %7.0f GB/s\n", v.name, us, us / layers, bytes / us / 1e3);
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
   }
   // Lab 2's differences from tern's GEMV, one at a time (see gemv_var_kernel).
   struct Var {
@@ -386,25 +400,8 @@ static void chain(const char* name, std::vector<Shape> layer, int layers, cudaSt
                (const __nv_bfloat16*)in, out, sh.N, sh.K);
       }
     CK(cudaStreamEndCapture(s, &g));
-    cudaGraphExec_t ge;
-    CK(cudaGraphInstantiate(&ge, g, 0));
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(ge, s));
-    const int reps = 20;
-    CK(cudaEventRecord(a, s));
-    for (int i = 0; i < reps; ++i) CK(cudaGraphLaunch(ge, s));
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    const double us = ms * 1e3 / reps;
+    const double us = replay_us(g, s);
     std::printf("  %-22s %9.1f us per step, %6.2f us per layer, %7.0f GB/s\n", v.name, us, us / layers, bytes / us / 1e3);
-    CK(cudaGraphExecDestroy(ge));
-    CK(cudaGraphDestroy(g));
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
   }
 
   // The same chain as one cooperative kernel (activations read from L2; every product's output lands in
@@ -438,23 +435,10 @@ static void chain(const char* name, std::vector<Shape> layer, int layers, cudaSt
         CK(cudaMemsetAsync(count, 0, sizeof(unsigned), s));
         CK(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(chain_kernel<4>), grid, dim3(256), args, 0, s));
       };
-      for (int i = 0; i < 3; ++i) once();
-      cudaEvent_t a, b;
-      CK(cudaEventCreate(&a));
-      CK(cudaEventCreate(&b));
-      const int reps = 20;
-      CK(cudaEventRecord(a, s));
-      for (int i = 0; i < reps; ++i) once();
-      CK(cudaEventRecord(b, s));
-      CK(cudaEventSynchronize(b));
-      float ms;
-      CK(cudaEventElapsedTime(&ms, a, b));
-      const double us = ms * 1e3 / reps;
+      const double us = time_us(once, s);
       const char* what[] = {"one kernel", "one kernel, prefetch", "barriers alone"};
       std::printf("  %-22s %d/SM %9.1f us per step, %6.2f us per layer, %7.0f GB/s\n", what[variant], blocks_per_sm, us,
                   us / layers, variant == 2 ? 0.0 : bytes / us / 1e3);
-      CK(cudaEventDestroy(a));
-      CK(cudaEventDestroy(b));
       if (dempty) CK(cudaFree(dempty));
     }
   }
@@ -481,22 +465,9 @@ static void chain(const char* name, std::vector<Shape> layer, int layers, cudaSt
       CK(cudaMemsetAsync(count, 0, sizeof(unsigned), s));
       CK(cudaLaunchCooperativeKernel(reinterpret_cast<void*>(chain_kernel2<16>), grid, dim3(256), args, 0, s));
     };
-    for (int i = 0; i < 3; ++i) once();
-    cudaEvent_t a, b;
-    CK(cudaEventCreate(&a));
-    CK(cudaEventCreate(&b));
-    const int reps = 20;
-    CK(cudaEventRecord(a, s));
-    for (int i = 0; i < reps; ++i) once();
-    CK(cudaEventRecord(b, s));
-    CK(cudaEventSynchronize(b));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    const double us = ms * 1e3 / reps;
+    const double us = time_us(once, s);
     std::printf("  %-22s %d/SM %9.1f us per step, %6.2f us per layer, %7.0f GB/s\n", "one kernel, all loads", blocks_per_sm,
                 us, us / layers, bytes / us / 1e3);
-    CK(cudaEventDestroy(a));
-    CK(cudaEventDestroy(b));
   }
   CK(cudaFree(dprods));
   CK(cudaFree(count));

@@ -27,6 +27,17 @@ std::vector<float> logits_from_probs(const std::vector<double>& probs) {
   return l;
 }
 
+// The message a call throws, or "" when it returns.
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(Processors, LogitBiasAdds) {
   std::vector<float> l = {1.0f, 2.0f, 3.0f};
   apply_logit_bias(l, {{0, 0.5f}, {2, -INFINITY}});
@@ -148,19 +159,9 @@ TEST(Processors, TopKCandidatesRejectsWhatMakeCandidatesRejects) {
     for (size_t at : {0u, 1u, 40u, 99u}) {
       std::vector<float> row = l;
       row[at] = bad;
-      std::string want, got;
-      try {
-        make_candidates(row);
-      } catch (const Error& e) {
-        want = e.what();
-      }
-      try {
-        top_k_candidates(row, 2);
-      } catch (const Error& e) {
-        got = e.what();
-      }
+      const std::string want = error_of([&] { make_candidates(row); });
       EXPECT_FALSE(want.empty());
-      EXPECT_EQ(got, want) << "bad logit at " << at;
+      EXPECT_EQ(error_of([&] { top_k_candidates(row, 2); }), want) << "bad logit at " << at;
     }
   }
   std::vector<float> dead(40, -INFINITY);
@@ -194,19 +195,9 @@ TEST(Processors, DrawRowMatchesCandidatesThenDraw) {
   }
   std::vector<float> nan_row = {1.0f, NAN}, inf_row = {1.0f, INFINITY}, dead = {-INFINITY, -INFINITY};
   for (const auto& row : {nan_row, inf_row, dead}) {
-    std::string want, got;
-    try {
-      make_candidates(row);
-    } catch (const Error& e) {
-      want = e.what();
-    }
-    try {
-      draw_row(row, 0.5f);
-    } catch (const Error& e) {
-      got = e.what();
-    }
+    const std::string want = error_of([&] { make_candidates(row); });
     EXPECT_FALSE(want.empty());
-    EXPECT_EQ(got, want);
+    EXPECT_EQ(error_of([&] { draw_row(row, 0.5f); }), want);
   }
   std::vector<float> ok = {1.0f, 2.0f};
   EXPECT_THROW(draw_row(ok, 1.0f), Error);
@@ -239,19 +230,9 @@ TEST(Processors, TopPCandidatesMatchesMakeThenFilter) {
   EXPECT_GT(fast, 20);  // small nuclei came up (where the row path builds few candidates)
   for (std::vector<float> bad : {std::vector<float>{1.0f, NAN}, std::vector<float>{INFINITY, 1.0f},
                                  std::vector<float>{-INFINITY}}) {
-    std::string want, got;
-    try {
-      make_candidates(bad);
-    } catch (const Error& e) {
-      want = e.what();
-    }
-    try {
-      top_p_candidates(bad, 0.9f);
-    } catch (const Error& e) {
-      got = e.what();
-    }
+    const std::string want = error_of([&] { make_candidates(bad); });
     EXPECT_FALSE(want.empty());
-    EXPECT_EQ(got, want);
+    EXPECT_EQ(error_of([&] { top_p_candidates(bad, 0.9f); }), want);
   }
 }
 
