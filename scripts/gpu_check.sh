@@ -16,6 +16,8 @@
 # TERN_GPU_KV=1 (with the CLI) runs bench/kv_table.sh (KINDS, CONTEXTS, BATCHES, REPEATS, GEN) on a random
 # Qwen3-8B checkpoint. TERN_GPU_TEST_FILTER narrows the CUDA tests (a gtest filter). TERN_GPU_SKIP_OPS=1 skips the op tests and benchmark; TERN_GPU_SKIP_PEER=1 the checkpoint and HF part. With TERN_GPU_TOKENIZER=1 (and the CLI) `run`
 # also runs bench/tokenizer.sh beside HF tokenizers (carry bench/data and tests/data/tokenizers/npm).
+# TERN_GPU_SAMPLED="0.6b 8b" (with the CLI): batch-1 decode of a random Qwen3 checkpoint of each size, greedy
+# (the device argmax) beside host-sampled decode as generate runs it (see sampled_stage).
 # TERN_GPU_NCU / TERN_GPU_SASS: a kernel's Nsight Compute profile / SASS (see profile_stage, sass_stage).
 # TERN_GPU_STEP="0.6b 8b qwen3_moe_30b_a3b" (with the CLI): one decode step's kernels and their GPU time, or
 # with TERN_GPU_STEP_PREFILL=P one P-token prefill's (see step_stage).
@@ -142,6 +144,28 @@ print(" ".join(f"{k} {v}" for k, v in ops.most_common(25)))' "$out/sass.txt" "$T
 # checkpoint of each size and their GPU time (Nsight Compute per-kernel durations, bench/step_kernels.py).
 # A zoo architecture (qwen3_moe_30b_a3b, qwen3_5_9b, gemma4_e4b) takes bench/zoo_baseline.py --spec-only
 # weights instead. TERN_GPU_STEP_PREFILL=P profiles a P-token prefill instead of the decode step.
+# Greedy decode against decode sampled on the host (each token's logits row copied over and sampled
+# there, as `tern generate` does), same checkpoint and process order, tok/s.
+sampled_stage() {
+  local size dir settings
+  settings=("" "--temperature 0.6 --top-k 20 --top-p 0.95" "--temperature 0.7 --top-p 0.9" "--temperature 1.0")
+  echo "| checkpoint | decode | tok/s (median; min-max) |"
+  echo "|---|---|---|"
+  for size in $TERN_GPU_SAMPLED; do
+    dir=/tmp/tern-sampled-$size
+    python3 bench/qwen3_random.py "$size" "$dir" >/dev/null
+    for s in "${settings[@]}"; do
+      # shellcheck disable=SC2086
+      "$dist/tern" bench "$dir" --device cuda --json --prompt-tokens 128 --gen-tokens 128 --repeats 3 $s 2>/dev/null |
+        python3 -c 'import json, sys
+d = json.load(sys.stdin); s = d["decode_sampling"]
+how = s if isinstance(s, str) else ", ".join("%s %s" % kv for kv in s.items())
+print("| %s | %s | %.1f (%.1f-%.1f) |" % (sys.argv[1], how, d["decode_tokens_per_second"], d["decode_min"],
+                                       d["decode_max"]))' "$size"
+    done
+  done
+}
+
 step_stage() {
   local out=$1 ncu size layers dir prompt gen mode
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
@@ -207,6 +231,9 @@ run() {
   fi
   if [[ -n ${TERN_GPU_STEP:-} && -x $dist/tern ]]; then
     step_stage "$out" 2>&1 | tee "$out/step_summary.log"
+  fi
+  if [[ -n ${TERN_GPU_SAMPLED:-} && -x $dist/tern ]]; then
+    sampled_stage 2>&1 | tee "$out/sampled.log"
   fi
   if [[ -n ${TERN_GPU_SASS:-} ]]; then
     sass_stage "$out" 2>&1 | tee -a "$out/sass_summary.log"
