@@ -81,32 +81,30 @@ std::vector<Candidate> make_candidates(std::span<const float> logits) {
   return cands;
 }
 
-std::vector<Candidate> top_k_candidates(std::span<const float> logits, int32_t k) {
-  TERN_CHECK(k > 0, "[sample] expected top_k > 0, got {}", k);
-  // A heap of the best k so far, the worst on top. Ids rise with the scan, so a logit equal to the
-  // worst kept one loses the tie: only a strictly larger logit can enter a full heap. Blocks whose
-  // logits are all finite or -inf and none above that bar are passed over in one vectorised test.
+std::vector<Candidate> best_entries(std::span<const float> logits, size_t keep) {
+  keep = std::min(keep, logits.size());
+  // A heap of the best so far, the worst on top. Ids rise with the scan, so a logit equal to the worst
+  // kept one loses the tie: only a strictly larger logit can enter a full heap, and blocks of 16 with
+  // none above that bar are passed over in one vectorised test.
   std::vector<Candidate> heap;
-  heap.reserve(static_cast<size_t>(k));
-  float bar = -INFINITY;  // the worst kept logit once the heap is full; -inf lets nothing through before
+  heap.reserve(keep);
+  if (keep == 0) return heap;
+  float bar = -INFINITY;  // the worst kept logit once the heap is full
   const size_t n = logits.size();
   constexpr size_t kBlock = 16;
   for (size_t b = 0; b < n; b += kBlock) {
     const size_t e = std::min(b + kBlock, n);
-    if (heap.size() == static_cast<size_t>(k)) {
-      bool quiet = true;  // every logit < +inf (no NaN, no +inf) and <= bar
-      for (size_t i = b; i < e; ++i) quiet &= logits[i] < INFINITY && logits[i] <= bar;
+    if (heap.size() == keep) {
+      bool quiet = true;
+      for (size_t i = b; i < e; ++i) quiet &= logits[i] <= bar;
       if (quiet) continue;
     }
     for (size_t i = b; i < e; ++i) {
       const float l = logits[i];
-      TERN_CHECK(!std::isnan(l) && l != INFINITY, "[sample] expected logits that are finite or -inf, got {} at id {}",
-                 l, i);
-      if (l == -INFINITY) continue;
-      if (heap.size() < static_cast<size_t>(k)) {
+      if (heap.size() < keep) {
         heap.push_back({static_cast<int32_t>(i), l});
         std::push_heap(heap.begin(), heap.end(), better_candidate);
-        if (heap.size() == static_cast<size_t>(k)) bar = heap.front().logit;
+        if (heap.size() == keep) bar = heap.front().logit;
       } else if (l > bar) {
         std::pop_heap(heap.begin(), heap.end(), better_candidate);
         heap.back() = {static_cast<int32_t>(i), l};
@@ -115,9 +113,17 @@ std::vector<Candidate> top_k_candidates(std::span<const float> logits, int32_t k
       }
     }
   }
-  TERN_CHECK(!heap.empty(), "[sample] expected at least one logit above -inf, got all {} at -inf", logits.size());
   std::sort(heap.begin(), heap.end(), better_candidate);
   return heap;
+}
+
+std::vector<Candidate> top_k_candidates(std::span<const float> logits, int32_t k) {
+  TERN_CHECK(k > 0, "[sample] expected top_k > 0, got {}", k);
+  const RowScan scan = scan_row(logits);
+  if (!scan.clean || scan.max == -INFINITY) make_candidates(logits);  // raises the row's error
+  std::vector<Candidate> best = best_entries(logits, static_cast<size_t>(k));
+  while (best.back().logit == -INFINITY) best.pop_back();  // -inf logits are no candidates (they sort last)
+  return best;
 }
 
 void top_k_filter(std::vector<Candidate>& cands, int32_t k) {

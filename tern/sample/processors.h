@@ -41,6 +41,10 @@ void apply_temperature(std::span<float> logits, float temperature);
 // every logit is -inf (nothing can be sampled).
 std::vector<Candidate> make_candidates(std::span<const float> logits);
 
+// The min(keep, n) best entries of a row (better_candidate order; -inf and +inf count like any
+// value), sorted best first, from one pass with a heap. The row must hold no NaN.
+std::vector<Candidate> best_entries(std::span<const float> logits, size_t keep);
+
 // make_candidates then top_k_filter(k) in one pass over the row, without a Candidate per logit: the
 // same list (the min(k, n) best, sorted best first) and the same errors. k > 0.
 std::vector<Candidate> top_k_candidates(std::span<const float> logits, int32_t k);

@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "tern/base/error.h"
+#include "tern/sample/processors.h"
 #include "tern/sample/row_math.h"
 
 namespace tern {
@@ -55,16 +56,13 @@ std::vector<std::pair<int32_t, float>> top_logprobs_with(std::span<const float> 
                                                          std::pair<double, double> lse) {
   size_t keep = std::min(static_cast<size_t>(std::max(k, 0)), logits.size());
   if (keep == 0) return {};
-  std::vector<Candidate> cands(logits.size());
-  for (size_t i = 0; i < logits.size(); ++i) {
-    // NaN would break the strict weak order of better_candidate.
-    TERN_CHECK(!std::isnan(logits[i]), "[sample] expected logits that are not NaN, got NaN at id {}", i);
-    cands[i] = {static_cast<int32_t>(i), logits[i]};
+  if (!scan_row(logits).clean) {  // NaN would break the strict weak order of better_candidate (+inf may stay)
+    for (size_t i = 0; i < logits.size(); ++i)
+      TERN_CHECK(!std::isnan(logits[i]), "[sample] expected logits that are not NaN, got NaN at id {}", i);
   }
-  std::partial_sort(cands.begin(), cands.begin() + keep, cands.end(), better_candidate);
   std::vector<std::pair<int32_t, float>> out;
   out.reserve(keep);
-  for (size_t i = 0; i < keep; ++i) out.emplace_back(cands[i].id, logprob_of(cands[i].logit, lse));
+  for (const Candidate& c : best_entries(logits, keep)) out.emplace_back(c.id, logprob_of(c.logit, lse));
   return out;
 }
 

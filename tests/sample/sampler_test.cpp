@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <string>
 
 #include "tern/base/error.h"
 #include "tern/core/tensor.h"
@@ -217,6 +218,38 @@ TEST(Sampler, RawLogprobsMatchAnF64Reference) {
   inf_row[30] = INFINITY;
   EXPECT_TRUE(std::isnan(raw_logprob(nan_row, 1)));
   EXPECT_TRUE(std::isnan(raw_logprob(inf_row, 1)));
+}
+
+// raw_top_logprobs' ids against a full sort (logit descending, ties toward lower id) on rows with many
+// ties, -inf and +inf entries, for k up to past the row's length; a NaN anywhere is named.
+TEST(Sampler, RawTopLogprobsMatchAFullSort) {
+  std::mt19937 gen(17);
+  for (size_t n : {1u, 15u, 16u, 17u, 300u, 20000u}) {
+    std::uniform_int_distribution<int> level(0, 40);
+    std::vector<float> l(n);
+    for (float& x : l) {
+      const int v = level(gen);
+      x = v == 0 ? -INFINITY : (v == 40 && n > 200 ? INFINITY : 0.5f * static_cast<float>(v));
+    }
+    std::vector<int32_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = static_cast<int32_t>(i);
+    std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); });
+    for (int32_t k : {1, 3, 16, 100, static_cast<int32_t>(n), static_cast<int32_t>(n) + 7}) {
+      auto top = raw_top_logprobs(l, k);
+      ASSERT_EQ(top.size(), std::min<size_t>(static_cast<size_t>(k), n));
+      for (size_t i = 0; i < top.size(); ++i) {
+        EXPECT_EQ(top[i].first, order[i]) << "n " << n << " k " << k << " at " << i;
+      }
+    }
+  }
+  std::vector<float> nan_row(50, 1.0f);
+  nan_row[33] = NAN;
+  try {
+    raw_top_logprobs(nan_row, 3);
+    ADD_FAILURE() << "a NaN row was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("NaN at id 33"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Sampler, TopLogprobsDescendingTiesTowardLowerId) {
