@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "tern/base/error.h"
+#include "tern/base/fast_exp.h"
 #include "tern/sample/row_math.h"
 
 namespace tern {
@@ -33,6 +34,13 @@ float max_logit(const std::vector<Candidate>& cands) {
   float m = -INFINITY;
   for (const Candidate& c : cands) m = std::max(m, c.logit);
   return m;
+}
+
+// The row's max, which is its candidates' max; a row make_candidates rejects raises its error here.
+float candidate_max(std::span<const float> logits) {
+  const RowScan scan = scan_row(logits);
+  if (!scan.clean || scan.max == -INFINITY) make_candidates(logits);  // throws
+  return scan.max;
 }
 
 }  // namespace
@@ -119,8 +127,7 @@ std::vector<Candidate> best_entries(std::span<const float> logits, size_t keep) 
 
 std::vector<Candidate> top_k_candidates(std::span<const float> logits, int32_t k) {
   TERN_CHECK(k > 0, "[sample] expected top_k > 0, got {}", k);
-  const RowScan scan = scan_row(logits);
-  if (!scan.clean || scan.max == -INFINITY) make_candidates(logits);  // raises the row's error
+  candidate_max(logits);
   std::vector<Candidate> best = best_entries(logits, static_cast<size_t>(k));
   while (best.back().logit == -INFINITY) best.pop_back();  // -inf logits are no candidates (they sort last)
   return best;
@@ -164,7 +171,7 @@ int64_t top_p_walk(std::vector<Candidate>& cands, float m, double target, bool c
   }
   std::vector<double> bin_mass(kTopPBins, 0.0);
   for (size_t i = 0; i < cands.size(); ++i)
-    bin_mass[bin_of(cands[i].logit)] += weights ? (*weights)[i] : exp_nonpositive(cands[i].logit - m);
+    bin_mass[bin_of(cands[i].logit)] += weights ? (*weights)[i] : exp_f32(cands[i].logit - m);
   int cross = 0;
   double before = 0.0;
   while (cross < kTopPBins - 1 && before + bin_mass[cross] < target) {
@@ -183,7 +190,7 @@ int64_t top_p_walk(std::vector<Candidate>& cands, float m, double target, bool c
   for (auto it = inner_end; it != cands.end(); ++it) {
     if (it != cands.begin() && before >= target) return it - cands.begin();
     if (it == cross_end) std::sort(cross_end, cands.end(), better_candidate);
-    before += exp_nonpositive(it->logit - m);
+    before += exp_f32(it->logit - m);
   }
   return complete ? static_cast<int64_t>(cands.size()) : -1;
 }
@@ -196,7 +203,7 @@ void top_p_filter(std::vector<Candidate>& cands, float top_p) {
   std::vector<float> w(cands.size());
   double total = 0.0;
   for (size_t i = 0; i < cands.size(); ++i) {
-    w[i] = exp_nonpositive(cands[i].logit - m);
+    w[i] = exp_f32(cands[i].logit - m);
     total += w[i];
   }
   cands.resize(static_cast<size_t>(top_p_walk(cands, m, static_cast<double>(top_p) * total, true, &w)));
@@ -221,16 +228,15 @@ bool top_p_filter_best(std::vector<Candidate>& cands, float top_p, double total_
 }
 
 std::vector<Candidate> top_p_candidates(std::span<const float> logits, float top_p) {
-  const RowScan scan = scan_row(logits);
+  const float m = candidate_max(logits);
   auto whole_list = [&] {
-    std::vector<Candidate> c = make_candidates(logits);  // raises a bad row's error
+    std::vector<Candidate> c = make_candidates(logits);
     top_p_filter(c, top_p);
     return c;
   };
-  if (!scan.clean || scan.max == -INFINITY || top_p >= 1.0f) return whole_list();
+  if (top_p >= 1.0f) return whole_list();
   // top_p_filter's total and histogram over the row, in id order: a -inf logit weighs 0 (it adds
   // nothing to an f64 sum) and is counted in no bin.
-  const float m = scan.max;
   const size_t n = logits.size();
   std::vector<double> bin_mass(kTopPBins, 0.0);
   std::vector<int32_t> bin_count(kTopPBins, 0);
@@ -239,7 +245,7 @@ std::vector<Candidate> top_p_candidates(std::span<const float> logits, float top
   float w[kChunk];
   for (size_t c = 0; c < n; c += kChunk) {
     const size_t len = std::min(kChunk, n - c);
-    for (size_t i = 0; i < len; ++i) w[i] = exp_nonpositive(logits[c + i] - m);
+    for (size_t i = 0; i < len; ++i) w[i] = exp_f32(logits[c + i] - m);
     for (size_t i = 0; i < len; ++i) {
       total += w[i];
       const float l = logits[c + i];
@@ -276,14 +282,10 @@ void min_p_filter(std::vector<Candidate>& cands, float min_p) {
 }
 
 std::vector<Candidate> min_p_candidates(std::span<const float> logits, float min_p) {
-  const RowScan scan = scan_row(logits);
-  if (!scan.clean || scan.max == -INFINITY || min_p <= 0.0f) {
-    std::vector<Candidate> c = make_candidates(logits);  // raises a bad row's error
-    min_p_filter(c, min_p);
-    return c;
-  }
-  // min_p_filter's test on the whole row: its max is the candidates' max; -inf never passes.
-  const float m = scan.max, floor = std::log(min_p);
+  const float m = candidate_max(logits);
+  if (min_p <= 0.0f) return make_candidates(logits);
+  // min_p_filter's test on the whole row; -inf never passes.
+  const float floor = std::log(min_p);
   std::vector<Candidate> c;
   for (size_t i = 0; i < logits.size(); ++i) {
     const float l = logits[i];
@@ -307,27 +309,25 @@ std::vector<Candidate> warp(std::span<const float> logits, const SamplingParams&
 }
 
 int32_t draw_row(std::span<const float> logits, float u) {
-  const RowScan scan = scan_row(logits);
-  if (!scan.clean || scan.max == -INFINITY) make_candidates(logits);  // raises the row's error
+  const float m = candidate_max(logits);
   TERN_CHECK(u >= 0.0f && u < 1.0f, "[sample] expected u in [0, 1), got {}", u);
-  // draw_candidate's dense path over the whole row: a -inf logit weighs exp_nonpositive(-inf) = 0, and
+  // draw_candidate's dense path over the whole row: a -inf logit weighs exp_f32(-inf) = 0, and
   // adding 0.0 leaves every f64 partial sum unchanged. Weights go through a chunk buffer twice (the
   // exps vectorise; the f64 sums stay in id order, as draw_candidate adds them).
-  const float m = scan.max;
   const size_t n = logits.size();
   constexpr size_t kChunk = 1024;
   float w[kChunk];
   double total = 0.0;
   for (size_t c = 0; c < n; c += kChunk) {
     const size_t len = std::min(kChunk, n - c);
-    for (size_t i = 0; i < len; ++i) w[i] = exp_nonpositive(logits[c + i] - m);
+    for (size_t i = 0; i < len; ++i) w[i] = exp_f32(logits[c + i] - m);
     for (size_t i = 0; i < len; ++i) total += w[i];
   }
   const double target = static_cast<double>(u) * total;
   double cum = 0.0;
   for (size_t c = 0; c < n; c += kChunk) {
     const size_t len = std::min(kChunk, n - c);
-    for (size_t i = 0; i < len; ++i) w[i] = exp_nonpositive(logits[c + i] - m);
+    for (size_t i = 0; i < len; ++i) w[i] = exp_f32(logits[c + i] - m);
     for (size_t i = 0; i < len; ++i) {
       cum += w[i];
       if (target < cum) return static_cast<int32_t>(c + i);
@@ -353,13 +353,13 @@ int32_t draw_candidate(std::vector<Candidate>& cands, float u) {
                !std::is_sorted(cands.begin(), cands.end(), by_id);
   if (dense) {
     weights.assign(static_cast<size_t>(max_id) + 1, 0.0f);
-    for (const Candidate& c : cands) weights[c.id] = exp_nonpositive(c.logit - m);
+    for (const Candidate& c : cands) weights[c.id] = exp_f32(c.logit - m);
   } else {
     if (!std::is_sorted(cands.begin(), cands.end(), by_id)) std::sort(cands.begin(), cands.end(), by_id);
     weights.resize(cands.size());
     ids.resize(cands.size());
     for (size_t i = 0; i < cands.size(); ++i) {
-      weights[i] = exp_nonpositive(cands[i].logit - m);
+      weights[i] = exp_f32(cands[i].logit - m);
       ids[i] = cands[i].id;
     }
   }

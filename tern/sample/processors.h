@@ -56,14 +56,14 @@ void top_k_filter(std::vector<Candidate>& cands, int32_t k);
 
 // HF TopPLogitsWarper: with probabilities softmax over the candidates, keeps the smallest best-first
 // (better_candidate order) set whose probability reaches top_p: a token is kept iff the mass of the
-// tokens strictly before it is < top_p; always at least one. Weights are exp_nonpositive(logit - max)
-// in f32 (row_math.h) summed in f64. Linear apart from sorting one histogram bin (1/32 logit wide) at
+// tokens strictly before it is < top_p; always at least one. Weights are exp_f32(logit - max)
+// in f32 (tern/base/fast_exp.h) summed in f64. Linear apart from sorting one histogram bin (1/32 logit wide) at
 // the boundary; the survivors' order is unspecified. top_p >= 1 is a no-op.
 void top_p_filter(std::vector<Candidate>& cands, float top_p);
 
 // top_p_filter for a list that holds only the best candidates of a row, as a device sampler copies
 // them: cands (any order) hold every candidate whose logit is above the smallest logit here, and the
-// whole list's total weight sum(exp_nonpositive(logit - max)) (f32 terms, f64 sum, ascending id
+// whole list's total weight sum(exp_f32(logit - max)) (f32 terms, f64 sum, ascending id
 // order) lies in [total_lo, total_hi]. When that decides what top_p_filter on the whole list in ascending id order
 // would keep, leaves exactly those (order unspecified) and returns true; otherwise returns false and
 // leaves a permutation of cands. top_p >= 1 is a no-op returning true.
@@ -91,7 +91,7 @@ std::vector<Candidate> warp(std::span<const float> logits, const SamplingParams&
 // errors, without a candidate list.
 int32_t draw_row(std::span<const float> logits, float u);
 
-// Inverse-CDF draw in ascending id order: weights w_i = exp_nonpositive(logit_i - max_logit) in f32,
+// Inverse-CDF draw in ascending id order: weights w_i = exp_f32(logit_i - max_logit) in f32,
 // running sums in f64 (total and prefix, both in id order); returns the first id whose running sum exceeds
 // u * total, or the largest id if rounding leaves none. u must be in [0, 1); cands non-empty. May
 // reorder cands.

@@ -7,42 +7,33 @@
 
 #include "tern/base/error.h"
 #include "tern/sample/processors.h"
+#include "tern/base/fast_exp.h"
 #include "tern/sample/row_math.h"
 
 namespace tern {
 
 namespace {
 
-// max and log(sum exp(l - max)) of a row: f32 exp terms (exp_nonpositive) over an f64 sum kept in 8
+// max and log(sum exp(l - max)) of a row: f32 exp terms (exp_f32) over an f64 sum kept in 8
 // interleaved partial sums, added in a fixed order (the same row gives the same result every time);
-// max is -inf for an all -inf row. A row with NaN or +inf takes the plain loop with std::exp (NaN or
-// +inf out, as before).
+// max is -inf for an all -inf row, and a row with NaN or +inf gives a NaN sum.
 std::pair<double, double> log_sum_exp(std::span<const float> logits) {
   const size_t n = logits.size(), whole = n / kRowLanes * kRowLanes;
-  const RowScan scan = scan_row(logits);
-  float m = scan.max;
-  if (!scan.clean) {
-    m = -INFINITY;
-    for (float l : logits) m = std::max(m, l);
-    if (m == -INFINITY) return {m, 0.0};
-    double s = 0.0;
-    for (float l : logits) s += std::exp(l - m);
-    return {m, std::log(s)};
-  }
+  const float m = scan_row(logits).max;
   if (m == -INFINITY) return {m, 0.0};
   double part[kRowLanes] = {};
   constexpr size_t kChunk = 1024;  // exp terms of a chunk, then their sums
   float terms[kChunk];
   for (size_t c = 0; c < whole; c += kChunk) {
     const size_t len = std::min(kChunk, whole - c);
-    for (size_t i = 0; i < len; ++i) terms[i] = exp_nonpositive(logits[c + i] - m);
+    for (size_t i = 0; i < len; ++i) terms[i] = exp_f32(logits[c + i] - m);
     for (size_t i = 0; i < len; i += kRowLanes) {
       for (size_t j = 0; j < kRowLanes; ++j) part[j] += terms[i + j];
     }
   }
   double s = 0.0;
   for (size_t j = 0; j < kRowLanes; ++j) s += part[j];
-  for (size_t i = whole; i < n; ++i) s += exp_nonpositive(logits[i] - m);
+  for (size_t i = whole; i < n; ++i) s += exp_f32(logits[i] - m);
   return {m, std::log(s)};
 }
 

@@ -1,5 +1,5 @@
 // Shared helpers of the CPU kernels: strided row iteration over same-shape operands (dims
-// coalesced, no heap), f32 load/store for the float dtypes, and a vectorisable expf.
+// coalesced, no heap), f32 load/store for the float dtypes; exp_f32 comes from tern/base/fast_exp.h.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "tern/base/error.h"
+#include "tern/base/fast_exp.h"
 #include "tern/base/parallel.h"
 #include "tern/core/tensor.h"
 
@@ -128,27 +129,6 @@ struct RowLayout {
   }
 };
 
-// exp(x) in f32 within ~2 ulp (Cephes polynomial), branch-free so loops calling it vectorise.
-// Handles +-inf, NaN and subnormal results.
-inline float exp_f32(float x) {
-  float xc = x > 88.8f ? 88.8f : (x < -104.0f ? -104.0f : x);
-  xc = xc == xc ? xc : 0.0f;
-  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;  // round to nearest
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  float y = p * r * r + r + 1.0f;
-  int32_t ni = static_cast<int32_t>(n);
-  int32_t n1 = ni / 2, n2 = ni - n1;  // two factors keep 2^n normal over [-150, 128]
-  float s1 = std::bit_cast<float>((n1 + 127) << 23);
-  float s2 = std::bit_cast<float>((n2 + 127) << 23);
-  float res = y * s1 * s2;
-  return x == x ? res : x;
-}
+using tern::exp_f32;  // tern/base/fast_exp.h
 
 }  // namespace tern::cpu::detail
