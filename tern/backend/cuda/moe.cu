@@ -22,32 +22,24 @@ bool launch_moe_decode(const void* x, const int32_t* experts, const float* weigh
   const auto* gu = static_cast<const __nv_bfloat16*>(gate_up);
   const dim3 up_grid(static_cast<unsigned>((I + kernels::kMoeWarps - 1) / kernels::kMoeWarps),
                      static_cast<unsigned>(T * k));
-  // 8 loads in flight per lane where a row fills them (Qwen3-30B-A3B's gate/up rows of 2,048), else 4
-  // (kernels::gemv_depth)
   // One token (batch-1 decode): the experts' weights past L1, as the dense products (weights_past_l1).
   const bool na = T == 1 && weights_past_l1();
-  auto gate_up_with = [&](auto u, auto n) {
+  // 8 loads in flight per lane where a row fills them (Qwen3-30B-A3B's gate/up rows of 2,048), else 4
+  // (kernels::gemv_depth)
+  auto gate_up_with = [&](auto u) {
     constexpr int U = decltype(u)::value;
-    constexpr bool NA = decltype(n)::value;
     if (geglu) {
-      launch_kernel(kernels::moe_gate_up_kernel<true, U, NA>, up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu,
-                    E, H, I, h);
+      launch_kernel(na ? kernels::moe_gate_up_kernel<true, U, true> : kernels::moe_gate_up_kernel<true, U, false>,
+                    up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu, E, H, I, h);
     } else {
-      launch_kernel(kernels::moe_gate_up_kernel<false, U, NA>, up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k,
-                    gu, E, H, I, h);
-    }
-  };
-  auto gate_up_na = [&](auto u) {
-    if (na) {
-      gate_up_with(u, std::true_type{});
-    } else {
-      gate_up_with(u, std::false_type{});
+      launch_kernel(na ? kernels::moe_gate_up_kernel<false, U, true> : kernels::moe_gate_up_kernel<false, U, false>,
+                    up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu, E, H, I, h);
     }
   };
   if (kernels::gemv_depth(H, 1) == 8) {
-    gate_up_na(std::integral_constant<int, 8>{});
+    gate_up_with(std::integral_constant<int, 8>{});
   } else {
-    gate_up_na(std::integral_constant<int, 4>{});
+    gate_up_with(std::integral_constant<int, 4>{});
   }
   const dim3 down_grid(static_cast<unsigned>(H), static_cast<unsigned>(T));
   const auto* dn = static_cast<const __nv_bfloat16*>(down);
