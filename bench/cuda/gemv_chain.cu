@@ -19,20 +19,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                                \
-  do {                                                                                       \
-    cudaError_t e_ = (x);                                                                    \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                          \
-    }                                                                                        \
-  } while (0)
-
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-__device__ __forceinline__ void pdl_launch() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+#include "lab.cuh"
 
 __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
@@ -275,49 +264,6 @@ __global__ void __launch_bounds__(256) chain_kernel2(const Product* __restrict__
     if (p + 1 < n) load_product<CAP>(prods[p + 1], gw, tw, lane, r);
     grid_barrier(count, static_cast<unsigned>(p + 1) * gridDim.x);
   }
-}
-
-template <typename... Pr, typename... A>
-static void launch(void (*k)(Pr...), int grid, int block, cudaStream_t s, A... args) {
-  cudaLaunchAttribute at[1]{};
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.stream = s;
-  cfg.attrs = at;
-  cfg.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&cfg, k, args...));
-}
-
-// us per call of `once` (3 untimed calls, then 20 timed ones on stream s).
-template <typename F>
-static double time_us(F&& once, cudaStream_t s) {
-  for (int i = 0; i < 3; ++i) once();
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  const int reps = 20;
-  CK(cudaEventRecord(a, s));
-  for (int i = 0; i < reps; ++i) once();
-  CK(cudaEventRecord(b, s));
-  CK(cudaEventSynchronize(b));
-  float ms;
-  CK(cudaEventElapsedTime(&ms, a, b));
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
-  return ms * 1e3 / reps;
-}
-
-// us per replay of a captured graph (time_us); frees the graph.
-static double replay_us(cudaGraph_t g, cudaStream_t s) {
-  cudaGraphExec_t ge;
-  CK(cudaGraphInstantiate(&ge, g, 0));
-  const double us = time_us([&] { CK(cudaGraphLaunch(ge, s)); }, s);
-  CK(cudaGraphExecDestroy(ge));
-  CK(cudaGraphDestroy(g));
-  return us;
 }
 
 struct Shape {

@@ -8,22 +8,9 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                       \
-  do {                                                                              \
-    cudaError_t e_ = (x);                                                           \
-    if (e_ != cudaSuccess) {                                                        \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                 \
-    }                                                                               \
-  } while (0)
-
-__device__ __forceinline__ void pdl_wait() {
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-}
+#include "lab.cuh"
 
 // This block's slice of [pf, pf + bytes), handed to the L2 as bulk prefetches of at most 1 MiB.
 __device__ void bulk_prefetch_slice(const char* pf, long long bytes) {
@@ -42,6 +29,7 @@ __device__ void bulk_prefetch_slice(const char* pf, long long bytes) {
 __global__ void busy_kernel(long long cycles, const char* pf, long long pf_bytes, int mode) {
   if (mode == 1 && threadIdx.x == 0 && pf_bytes > 0) bulk_prefetch_slice(pf, pf_bytes);
   pdl_wait();
+  pdl_launch();
   if (mode == 2 && threadIdx.x == 0 && pf_bytes > 0) bulk_prefetch_slice(pf, pf_bytes);
   if (mode == 3 && pf_bytes > 0) {
     const long long lines = pf_bytes / 128;
@@ -57,6 +45,7 @@ __global__ void busy_kernel(long long cycles, const char* pf, long long pf_bytes
 __global__ void __launch_bounds__(256) gemv_kernel(const __nv_bfloat16* __restrict__ w, const __nv_bfloat16* __restrict__ x,
                                                    float* __restrict__ y, int N, int K) {
   pdl_wait();
+  pdl_launch();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int n = blockIdx.x * 8 + warp;
   if (n >= N) return;
@@ -90,20 +79,6 @@ __global__ void __launch_bounds__(256) gemv_kernel(const __nv_bfloat16* __restri
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
   if (lane == 0) y[n] = acc;
-}
-
-template <typename... P, typename... A>
-static void launch(void (*k)(P...), int grid, int block, cudaStream_t s, A... args) {
-  cudaLaunchAttribute at[1]{};
-  at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  at[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.stream = s;
-  cfg.attrs = at;
-  cfg.numAttrs = 1;
-  CK(cudaLaunchKernelEx(&cfg, k, args...));
 }
 
 int main() {
@@ -154,24 +129,7 @@ int main() {
           if (variant != 0) launch(gemv_kernel, (sh.N + 7) / 8, 256, s, w[l], x, y, sh.N, sh.K);
         }
         CK(cudaStreamEndCapture(s, &g));
-        cudaGraphExec_t ge;
-        CK(cudaGraphInstantiate(&ge, g, 0));
-        cudaEvent_t a, b;
-        CK(cudaEventCreate(&a));
-        CK(cudaEventCreate(&b));
-        for (int i = 0; i < 3; ++i) CK(cudaGraphLaunch(ge, s));
-        const int reps = 20;
-        CK(cudaEventRecord(a, s));
-        for (int i = 0; i < reps; ++i) CK(cudaGraphLaunch(ge, s));
-        CK(cudaEventRecord(b, s));
-        CK(cudaEventSynchronize(b));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, a, b));
-        res[variant] = ms * 1e3 / reps / layers;
-        CK(cudaGraphExecDestroy(ge));
-        CK(cudaGraphDestroy(g));
-        CK(cudaEventDestroy(a));
-        CK(cudaEventDestroy(b));
+        res[variant] = replay_us(g, s) / layers;
       }
       std::printf("%-32s %8.1f %6.1f | %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f\n", sh.name, bytes / 1e6, busy_us, res[0],
                   res[1], res[2], res[3], res[4], res[5]);
