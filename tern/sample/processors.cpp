@@ -308,8 +308,10 @@ std::vector<Candidate> warp(std::span<const float> logits, const SamplingParams&
   return cands;
 }
 
-int32_t draw_row(std::span<const float> logits, float u) {
-  const float m = candidate_max(logits);
+namespace {
+
+// draw_row for a row whose max m candidate_max has checked.
+int32_t draw_checked_row(std::span<const float> logits, float m, float u) {
   TERN_CHECK(u >= 0.0f && u < 1.0f, "[sample] expected u in [0, 1), got {}", u);
   // draw_candidate's dense path over the whole row: a -inf logit weighs exp_f32(-inf) = 0, and
   // adding 0.0 leaves every f64 partial sum unchanged. Weights go through a chunk buffer twice (the
@@ -336,6 +338,22 @@ int32_t draw_row(std::span<const float> logits, float u) {
   size_t last = n - 1;  // rounding left no id: the largest id above -inf, as draw_candidate returns
   while (logits[last] == -INFINITY) --last;
   return static_cast<int32_t>(last);
+}
+
+}  // namespace
+
+int32_t draw_row(std::span<const float> logits, float u) {
+  return draw_checked_row(logits, candidate_max(logits), u);
+}
+
+int32_t warp_and_draw(std::span<const float> logits, const SamplingParams& params, Rng& rng) {
+  // The row is checked before the draw takes its word, so a rejected row consumes none.
+  if (params.top_k <= 0 && params.top_p >= 1.0f && params.min_p <= 0.0f) {
+    const float m = candidate_max(logits);  // its own statement: before the word is drawn
+    return draw_checked_row(logits, m, rng.uniform());
+  }
+  std::vector<Candidate> cands = warp(logits, params);
+  return draw_candidate(cands, rng.uniform());
 }
 
 int32_t draw_candidate(std::vector<Candidate>& cands, float u) {

@@ -7,6 +7,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "tern/sample/rng.h"
 #include "tern/sample/sampling_params.h"
 
 namespace tern {
@@ -90,6 +91,11 @@ std::vector<Candidate> warp(std::span<const float> logits, const SamplingParams&
 // make_candidates then draw_candidate(u) for a whole row (no warper): the same token and the same
 // errors, without a candidate list.
 int32_t draw_row(std::span<const float> logits, float u);
+
+// warp(params) then draw_candidate(rng.uniform()); with no warper on (top_k <= 0, top_p >= 1,
+// min_p <= 0), draw_row (the same id without a candidate list). The word is drawn only after the row
+// passed make_candidates' checks: a rejected row throws and consumes none.
+int32_t warp_and_draw(std::span<const float> logits, const SamplingParams& params, Rng& rng);
 
 // Inverse-CDF draw in ascending id order: weights w_i = exp_f32(logit_i - max_logit) in f32,
 // running sums in f64 (total and prefix, both in id order); returns the first id whose running sum exceeds

@@ -111,12 +111,7 @@ Sampler::Result Sampler::sample(const float* logits, int64_t vocab, std::span<co
     token = argmax_checked(work_);
   } else {
     apply_temperature(work_, params_.temperature);
-    if (params_.top_k <= 0 && params_.top_p >= 1.0f && params_.min_p <= 0.0f) {
-      token = draw_row(work_, rng_.uniform());  // no warper: what warp() then draw_candidate() would pick
-    } else {
-      std::vector<Candidate> cands = warp(work_, params_);
-      token = draw_candidate(cands, rng_.uniform());
-    }
+    token = warp_and_draw(work_, params_, rng_);
   }
 
   Result r;

@@ -284,6 +284,26 @@ TEST(Sampler, RejectsBadRows) {
   EXPECT_THROW(s.sample(ok.data(), 0), Error);
 }
 
+// A rejected row consumes no random word on any sampling path (temperature alone, top-k, top-p,
+// min-p), so a caller that skips it keeps the stream it would have had.
+TEST(Sampler, RejectedRowsConsumeNoRandomWord) {
+  auto with = [](float t, int32_t k, float top_p, float min_p) {
+    SamplingParams p;
+    p.temperature = t, p.top_k = k, p.top_p = top_p, p.min_p = min_p;
+    return p;
+  };
+  for (const SamplingParams& p : {with(1.0f, 0, 1.0f, 0.0f), with(0.7f, 5, 1.0f, 0.0f), with(0.7f, 0, 0.9f, 0.0f),
+                                  with(0.7f, 0, 1.0f, 0.1f)}) {
+    for (float bad : {NAN, INFINITY, -INFINITY}) {
+      std::vector<float> row(100, bad == -INFINITY ? -INFINITY : 0.5f);
+      row[60] = bad;
+      Sampler s(p);
+      EXPECT_THROW(s.sample(row.data(), 100), Error) << bad << " top_k " << p.top_k << " top_p " << p.top_p;
+      EXPECT_EQ(s.rng().position(), 0u) << bad << " top_k " << p.top_k << " top_p " << p.top_p;
+    }
+  }
+}
+
 TEST(Sampler, TensorOverloadMatchesPointer) {
   auto l = random_logits(64, 10);
   SamplingParams p;
