@@ -144,10 +144,11 @@ print(" ".join(f"{k} {v}" for k, v in ops.most_common(25)))' "$out/sass.txt" "$T
 # checkpoint of each size and their GPU time (Nsight Compute per-kernel durations, bench/step_kernels.py).
 # A zoo architecture (qwen3_moe_30b_a3b, qwen3_5_9b, gemma4_e4b) takes bench/zoo_baseline.py --spec-only
 # weights instead. TERN_GPU_STEP_PREFILL=P profiles a P-token prefill instead of the decode step.
-# Greedy decode against decode sampled on the host (each token's logits row copied over and sampled
-# there, as `tern generate` does), same checkpoint and process order, tok/s.
+# Greedy decode against sampled decode, each sampled setting with the device sampler (as `tern
+# generate` samples: top-K candidates copied, the whole row only when they cannot decide) and the host
+# sampler (every row copied over); same checkpoint and process order, tok/s.
 sampled_stage() {
-  local size dir settings
+  local size dir settings s kind
   settings=("" "--temperature 0.6 --top-k 20 --top-p 0.95" "--temperature 0.7 --top-p 0.9" "--temperature 1.0")
   echo "| checkpoint | decode | tok/s (median; min-max) |"
   echo "|---|---|---|"
@@ -155,13 +156,17 @@ sampled_stage() {
     dir=/tmp/tern-sampled-$size
     python3 bench/qwen3_random.py "$size" "$dir" >/dev/null
     for s in "${settings[@]}"; do
-      # shellcheck disable=SC2086
-      "$dist/tern" bench "$dir" --device cuda --json --prompt-tokens 128 --gen-tokens 128 --repeats 3 $s 2>/dev/null |
-        python3 -c 'import json, sys
+      for kind in device host; do
+        [[ -z $s && $kind == host ]] && continue
+        # shellcheck disable=SC2086
+        "$dist/tern" bench "$dir" --device cuda --json --prompt-tokens 128 --gen-tokens 128 --repeats 3 $s \
+          ${s:+--sampler $kind} 2>/dev/null |
+          python3 -c 'import json, sys
 d = json.load(sys.stdin); s = d["decode_sampling"]
 how = s if isinstance(s, str) else ", ".join("%s %s" % kv for kv in s.items())
 print("| %s | %s | %.1f (%.1f-%.1f) |" % (sys.argv[1], how, d["decode_tokens_per_second"], d["decode_min"],
                                        d["decode_max"]))' "$size"
+      done
     done
   done
 }

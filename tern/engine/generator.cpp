@@ -5,6 +5,7 @@
 
 #include "tern/base/timer.h"
 #include "tern/engine/compiled_decode.h"
+#include "tern/sample/device_sampler.h"
 
 namespace tern {
 
@@ -42,7 +43,8 @@ GenerateResult generate(const Model& model, const std::vector<int32_t>& prompt, 
   if (options.max_tokens == 0 && options.prompt_cache_save.empty()) return r;
 
   CacheList caches = model.make_caches(options.kv);
-  Sampler sampler(options.sampling);
+  // Device logits (compiled steps) are sampled from device top-K candidates, the same token as Sampler.
+  DeviceSampler sampler(options.sampling);
   std::vector<int32_t> history = prompt;
 
   Timer t;
@@ -87,8 +89,8 @@ GenerateResult generate(const Model& model, const std::vector<int32_t>& prompt, 
       s.token = compiled->greedy_ids()[0];
       s.logprob = compiled->greedy_logprobs()[0];
     } else {
-      if (compiled && step > 0) logits = compiled->logits().to(Device::cpu());
-      s = sampler.sample(logits.data<float>(), vocab, history);
+      const Tensor& row = compiled && step > 0 ? compiled->logits() : logits;
+      s = sampler.sample(row.reshape({vocab}), history);
     }
     r.ids.push_back(s.token);
     r.logprobs.push_back(s.logprob);

@@ -1,7 +1,11 @@
 // Reductions: validation, result shapes and allocation; the math lives in the backends.
 #include "tern/ops/reduce.h"
 
+#include <cmath>
 #include <limits>
+#include <string>
+
+#include "tern/base/draw_weight.h"
 
 namespace tern::ops {
 namespace {
@@ -90,6 +94,24 @@ TopK topk(const Tensor& x, int64_t k, int64_t dim) {
     cuda::topk(x, k, d, r.values, r.indices);
   }
   return r;
+}
+
+Tensor draw_index(const Tensor& logits, float max_logit, float u) {
+  TERN_CHECK(logits.defined() && logits.dtype() == Dtype::f32 && logits.rank() == 1,
+             "[draw_index] expected f32 logits [n], got {}",
+             logits.defined() ? dtype_name(logits.dtype()) + std::string(" ") + shape_str(logits.shape()) : "none");
+  const int64_t n = logits.size(0);
+  TERN_CHECK(n > 0 && n < kDrawMaxIds, "[draw_index] expected 1 to {} logits, got {}", kDrawMaxIds - 1, n);
+  TERN_CHECK(std::isfinite(max_logit), "[draw_index] expected a finite max logit, got {}", max_logit);
+  TERN_CHECK(u >= 0.0f && u < 1.0f, "[draw_index] expected u in [0, 1), got {}", u);
+  Tensor out = Tensor::empty({1}, Dtype::i32, logits.device());
+  Tensor row = logits.contiguous();
+  if (row.device().is_cpu()) {
+    cpu::draw_index(row, max_logit, u, out);
+  } else {
+    cuda::draw_index(row, max_logit, u, out);
+  }
+  return out;
 }
 
 }  // namespace tern::ops

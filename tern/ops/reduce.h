@@ -1,4 +1,5 @@
-// Reductions along one dim: softmax, log_softmax, sum, mean, max, argmax, top-k. f32 math.
+// Reductions along one dim: softmax, log_softmax, sum, mean, max, argmax, top-k, and the sampler's
+// row draw. f32 math.
 #pragma once
 #include "tern/core/tensor.h"
 
@@ -18,6 +19,11 @@ struct TopK {
 };
 TopK topk(const Tensor& x, int64_t k, int64_t dim = -1);
 
+// The id drawn from a row of logits (f32 [n], n < kDrawMaxIds) by the integer inverse-CDF rule of
+// tern/base/draw_weight.h, the sampler's own: i32 [1] on the row's device. max_logit: the row's max,
+// finite; the row must hold no NaN or +inf (the sampler checks its rows before drawing). u in [0, 1).
+Tensor draw_index(const Tensor& logits, float max_logit, float u);
+
 enum class ReduceOp { sum, mean, max };
 
 }  // namespace tern::ops
@@ -28,10 +34,12 @@ void softmax(const Tensor& x, int dim, bool log, Tensor& out);
 void reduce(const Tensor& x, int dim, ops::ReduceOp op, Tensor& out);
 void argmax(const Tensor& x, int dim, Tensor& out);
 void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices);
+void draw_index(const Tensor& logits, float max_logit, float u, Tensor& out);
 }  // namespace tern::cpu
 namespace tern::cuda {
 void softmax(const Tensor& x, int dim, bool log, Tensor& out);
 void reduce(const Tensor& x, int dim, ops::ReduceOp op, Tensor& out);
 void argmax(const Tensor& x, int dim, Tensor& out);
 void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices);
+void draw_index(const Tensor& logits, float max_logit, float u, Tensor& out);
 }  // namespace tern::cuda

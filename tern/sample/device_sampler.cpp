@@ -1,6 +1,7 @@
 // DeviceSampler: bias and penalties computed on the host for the touched ids and scattered into a
 // device copy; temperature, top-K candidates and the row mass on the device; warpers and the draw on
-// the host through the Sampler's own functions, so the same kept set gives the same token.
+// the host through the Sampler's own functions, so the same kept set gives the same token. With no
+// warper the draw itself runs on the device (ops::draw_index, the same integer rule as the host's).
 #include "tern/sample/device_sampler.h"
 
 #include <algorithm>
@@ -176,9 +177,17 @@ bool DeviceSampler::sample_on_device(const Tensor& raw, std::span<const int32_t>
     if (p.temperature != 1.0f) {
       work = ops::div(work, Tensor::full({1}, p.temperature, Dtype::f32).to(raw.device()));
     }
-    std::vector<Candidate> kept;
-    if (!device_warp(work, p, kept)) return false;
-    token = draw_candidate(kept, host_.mutable_rng().uniform());
+    if (p.top_k <= 0 && p.top_p >= 1.0f && p.min_p <= 0.0f) {
+      // No warper: the whole row draws on the device by the host's integer rule. Its max checks it
+      // first (NaN and +inf rank above every number in topk; -inf means the whole row is).
+      const float m = ops::topk(work, 1).values.to(Device::cpu()).item<float>();
+      if (!std::isfinite(m)) return false;
+      token = ops::draw_index(work, m, host_.mutable_rng().uniform()).to(Device::cpu()).item<int32_t>();
+    } else {
+      std::vector<Candidate> kept;
+      if (!device_warp(work, p, kept)) return false;
+      token = draw_candidate(kept, host_.mutable_rng().uniform());
+    }
   }
 
   // Raw logprobs: log_softmax of the raw row at the token and the top_logprobs ids, one copy with the

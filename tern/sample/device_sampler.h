@@ -1,6 +1,7 @@
 // DeviceSampler: the Sampler's answer for logits that stay on the device. Bias and penalties patch a
-// few ids of a device copy, greedy is a device argmax, the other modes draw on the host from the
-// device's top-K candidates; only when those cannot decide the host's answer is the row copied over.
+// few ids of a device copy, greedy is a device argmax, temperature alone a device draw, the other
+// modes draw on the host from the device's top-K candidates; only when those cannot decide the
+// host's answer is the row copied over.
 #pragma once
 #include <cstdint>
 #include <span>
@@ -24,11 +25,12 @@ class DeviceSampler {
   // position (one word per non-greedy call, none for greedy), and the same errors. logits: f32
   // [vocab] or [1, vocab] on a CUDA device or the CPU (CPU rows go to Sampler unless
   // device_path_on_cpu). history: prompt + generated ids, for the penalties. Copies O(history + K +
-  // top_logprobs) values to the host; falls back to copying the whole row (counted by
-  // full_row_copies) when the candidates cannot decide the answer: temperature with no top-k, top-p
-  // or min-p; top-p whose nucleus is not inside the kMaxCandidates best (or top_k > kMaxCandidates
-  // with top-p); min-p alone that does not cut inside them; and rows the host rejects (NaN, +inf,
-  // all -inf, history ids outside the vocab with penalties on), so the host raises its error.
+  // top_logprobs) values to the host (temperature with no top-k, top-p or min-p draws on the
+  // device: ops::draw_index); falls back to copying the whole row (counted by full_row_copies) when
+  // the candidates cannot decide the answer: top-p whose nucleus is not inside the kMaxCandidates
+  // best (or top_k > kMaxCandidates with top-p); min-p alone that does not cut inside them; and rows
+  // the host rejects (NaN, +inf, all -inf, history ids outside the vocab with penalties on), so the
+  // host raises its error.
   Sampler::Result sample(const Tensor& logits, std::span<const int32_t> history = {});
 
   const SamplingParams& params() const { return host_.params(); }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tern/base/draw_weight.h"
 #include "tern/base/error.h"
 #include "tern/base/fast_exp.h"
 #include "tern/sample/row_math.h"
@@ -310,34 +311,35 @@ std::vector<Candidate> warp(std::span<const float> logits, const SamplingParams&
 
 namespace {
 
-// draw_row for a row whose max m candidate_max has checked.
+// draw_row for a row whose max m candidate_max has checked: draw_candidate's rule over the whole row
+// (a -inf logit weighs 0), through a chunk buffer so the exps vectorise.
 int32_t draw_checked_row(std::span<const float> logits, float m, float u) {
   TERN_CHECK(u >= 0.0f && u < 1.0f, "[sample] expected u in [0, 1), got {}", u);
-  // draw_candidate's dense path over the whole row: a -inf logit weighs exp_f32(-inf) = 0, and
-  // adding 0.0 leaves every f64 partial sum unchanged. Weights go through a chunk buffer twice (the
-  // exps vectorise; the f64 sums stay in id order, as draw_candidate adds them).
   const size_t n = logits.size();
+  TERN_CHECK(static_cast<int64_t>(n) < kDrawMaxIds, "[sample] expected fewer than {} logits, got {}", kDrawMaxIds, n);
   constexpr size_t kChunk = 1024;
-  float w[kChunk];
-  double total = 0.0;
+  uint64_t w[kChunk];
+  auto weigh = [&](size_t c, size_t len) {
+    for (size_t i = 0; i < len; ++i) w[i] = draw_weight(logits[c + i], m);
+  };
+  uint64_t total = 0;
   for (size_t c = 0; c < n; c += kChunk) {
     const size_t len = std::min(kChunk, n - c);
-    for (size_t i = 0; i < len; ++i) w[i] = exp_f32(logits[c + i] - m);
+    weigh(c, len);
     for (size_t i = 0; i < len; ++i) total += w[i];
   }
-  const double target = static_cast<double>(u) * total;
-  double cum = 0.0;
+  const uint64_t target = draw_target(u, total);
+  uint64_t cum = 0;
   for (size_t c = 0; c < n; c += kChunk) {
     const size_t len = std::min(kChunk, n - c);
-    for (size_t i = 0; i < len; ++i) w[i] = exp_f32(logits[c + i] - m);
+    weigh(c, len);
     for (size_t i = 0; i < len; ++i) {
       cum += w[i];
       if (target < cum) return static_cast<int32_t>(c + i);
     }
   }
-  size_t last = n - 1;  // rounding left no id: the largest id above -inf, as draw_candidate returns
-  while (logits[last] == -INFINITY) --last;
-  return static_cast<int32_t>(last);
+  TERN_ASSERT(false, "the draw's target {} is not below its total {}", target, total);
+  return 0;
 }
 
 }  // namespace
@@ -359,37 +361,37 @@ int32_t warp_and_draw(std::span<const float> logits, const SamplingParams& param
 int32_t draw_candidate(std::vector<Candidate>& cands, float u) {
   TERN_ASSERT(!cands.empty(), "draw from an empty candidate list");
   TERN_CHECK(u >= 0.0f && u < 1.0f, "[sample] expected u in [0, 1), got {}", u);
-  float m = max_logit(cands);
+  TERN_CHECK(static_cast<int64_t>(cands.size()) < kDrawMaxIds, "[sample] expected fewer than {} candidates, got {}",
+             kDrawMaxIds, cands.size());
+  const float m = max_logit(cands);
+  // Integer sums are exact, so the order of the total does not matter; the walk is in id order.
+  uint64_t total = 0;
+  for (const Candidate& c : cands) total += draw_weight(c.logit, m);
+  const uint64_t target = draw_target(u, total);
   auto by_id = [](const Candidate& a, const Candidate& b) { return a.id < b.id; };
-  int32_t max_id = 0;
-  for (const Candidate& c : cands) max_id = std::max(max_id, c.id);
-  // weights[i] in ascending id order. A large unsorted set is scattered into a dense row instead of
-  // sorted: absent ids weigh 0, and adding 0.0 leaves every f64 partial sum unchanged.
-  std::vector<float> weights;
-  std::vector<int32_t> ids;
-  bool dense = cands.size() > 1024 && static_cast<size_t>(max_id) < 64 * cands.size() &&
-               !std::is_sorted(cands.begin(), cands.end(), by_id);
-  if (dense) {
-    weights.assign(static_cast<size_t>(max_id) + 1, 0.0f);
-    for (const Candidate& c : cands) weights[c.id] = exp_f32(c.logit - m);
+  const bool sorted = std::is_sorted(cands.begin(), cands.end(), by_id);
+  if (sorted || cands.size() <= 1024) {
+    if (!sorted) std::sort(cands.begin(), cands.end(), by_id);
+    uint64_t cum = 0;
+    for (const Candidate& c : cands) {
+      cum += draw_weight(c.logit, m);
+      if (target < cum) return c.id;
+    }
   } else {
-    if (!std::is_sorted(cands.begin(), cands.end(), by_id)) std::sort(cands.begin(), cands.end(), by_id);
-    weights.resize(cands.size());
-    ids.resize(cands.size());
-    for (size_t i = 0; i < cands.size(); ++i) {
-      weights[i] = exp_f32(cands[i].logit - m);
-      ids[i] = cands[i].id;
+    // A large unsorted set (a wide nucleus) is scattered into a dense id row instead of sorted:
+    // absent ids weigh 0.
+    int32_t max_id = 0;
+    for (const Candidate& c : cands) max_id = std::max(max_id, c.id);
+    std::vector<uint64_t> dense(static_cast<size_t>(max_id) + 1, 0);
+    for (const Candidate& c : cands) dense[c.id] = draw_weight(c.logit, m);
+    uint64_t cum = 0;
+    for (size_t id = 0; id < dense.size(); ++id) {
+      cum += dense[id];
+      if (target < cum) return static_cast<int32_t>(id);
     }
   }
-  double total = 0.0;
-  for (float w : weights) total += w;
-  double target = static_cast<double>(u) * total;
-  double cum = 0.0;
-  for (size_t i = 0; i < weights.size(); ++i) {
-    cum += weights[i];
-    if (target < cum) return dense ? static_cast<int32_t>(i) : ids[i];
-  }
-  return max_id;
+  TERN_ASSERT(false, "the draw's target {} is not below its total {}", target, total);
+  return 0;
 }
 
 }  // namespace tern

@@ -97,10 +97,9 @@ int32_t draw_row(std::span<const float> logits, float u);
 // passed make_candidates' checks: a rejected row throws and consumes none.
 int32_t warp_and_draw(std::span<const float> logits, const SamplingParams& params, Rng& rng);
 
-// Inverse-CDF draw in ascending id order: weights w_i = exp_f32(logit_i - max_logit) in f32,
-// running sums in f64 (total and prefix, both in id order); returns the first id whose running sum exceeds
-// u * total, or the largest id if rounding leaves none. u must be in [0, 1); cands non-empty. May
-// reorder cands.
+// Inverse-CDF draw in ascending id order with the integer weights of tern/base/draw_weight.h (exact
+// sums, so the CUDA row draw ops::draw_index picks the same id): the first id whose running weight
+// exceeds the target. u must be in [0, 1); cands non-empty, fewer than kDrawMaxIds. May reorder cands.
 int32_t draw_candidate(std::vector<Candidate>& cands, float u);
 
 }  // namespace tern

@@ -3,6 +3,7 @@
 // cleanly without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <random>
@@ -303,7 +304,7 @@ TEST_F(CudaOps, SoftmaxAndReductions) {
         EXPECT_CLOSE(ops::max(x, dim), ops::max(xg, dim), dt);
         EXPECT_EQ(nmse(ops::argmax(x, dim), ops::argmax(xg, dim)), 0.0);
       }
-      for (int64_t k : {int64_t(1), int64_t(5), int64_t(40)}) {
+      for (int64_t k : {int64_t(1), int64_t(5), int64_t(40), int64_t(1024)}) {
         if (k > s.back()) continue;
         ops::TopK c = ops::topk(x, k), g = ops::topk(xg, k);
         EXPECT_EQ(nmse(c.values, g.values), 0.0);
@@ -311,6 +312,76 @@ TEST_F(CudaOps, SoftmaxAndReductions) {
       }
     }
   }
+}
+
+// The two-stage top-k of long rows (kernels/topk.cuh) on what decides its ranks: many ties (values
+// on a coarse grid), NaN (first), +-inf, -0 beside +0, a row of -inf with a few numbers, a constant
+// row; k up to 1024, several slices and a short last one. The CPU's order, value and index.
+TEST_F(CudaOps, TopkOfLongRowsWithTiesAndSpecials) {
+  const int64_t n = 70001;
+  std::mt19937 rng(41);
+  std::normal_distribution<float> dist(0.0f, 3.0f);
+  std::vector<float> v(static_cast<size_t>(5 * n));
+  for (int64_t i = 0; i < n; ++i) v[i] = std::round(dist(rng) * 2.0f) / 2.0f;  // ties everywhere
+  for (int64_t i = n; i < 2 * n; ++i) v[i] = dist(rng);
+  for (int64_t i : {n + 7, n + 9000, 2 * n - 1}) v[i] = NAN;
+  for (int64_t i : {n + 3, n + 60000}) v[i] = INFINITY;
+  for (int64_t i = n + 100; i < n + 5000; i += 3) v[i] = -INFINITY;
+  for (int64_t i = n + 20000; i < n + 21000; ++i) v[i] = (i % 2) ? 0.0f : -0.0f;
+  for (int64_t i = 2 * n; i < 3 * n; ++i) v[i] = -INFINITY;
+  for (int64_t i : {2 * n + 5, 2 * n + 40000, 3 * n - 2}) v[i] = 1.5f;
+  for (int64_t i = 3 * n; i < 4 * n; ++i) v[i] = 0.25f;
+  for (int64_t i = 4 * n; i < 5 * n; ++i) v[i] = -static_cast<float>(i % 977);
+  Tensor x32 = Tensor::from_vector(v, {5, n});
+  for (Dtype dt : kFloat) {
+    Tensor x = dt == Dtype::f32 ? x32 : ops::cast(x32, dt);
+    Tensor xg = x.to(kGpu);
+    for (int64_t k : {int64_t(1), int64_t(2), int64_t(20), int64_t(257), int64_t(1000), int64_t(1024)}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " k " + std::to_string(k));
+      ops::TopK c = ops::topk(x, k), g = ops::topk(xg, k);
+      EXPECT_EQ(nmse(c.indices, g.indices), 0.0);
+      EXPECT_EQ(nmse(c.values, g.values), 0.0);
+    }
+  }
+}
+
+// The sampler's row draw on the GPU against the CPU: the same id for every row and u, on rows with
+// -inf holes, weights that underflow to 0, one chunk and many (short last ones too); and at the point
+// where exp_f32 * 2^40 crosses 1 (u = 0 draws the first id that weighs anything), which only the same
+// exp bits reproduce.
+TEST_F(CudaOps, DrawIndexMatchesCpu) {
+  std::mt19937 gen(43);
+  std::uniform_real_distribution<float> uni(0.0f, 1.0f);
+  for (int64_t n : {int64_t(1), int64_t(7), int64_t(2047), int64_t(2048), int64_t(2049), int64_t(151936),
+                    int64_t(262144)}) {
+    for (float spread : {0.5f, 4.0f, 40.0f}) {
+      std::normal_distribution<float> dist(0.0f, spread);
+      std::bernoulli_distribution hole(0.2);
+      std::vector<float> l(static_cast<size_t>(n));
+      for (float& x : l) x = hole(gen) ? -INFINITY : dist(gen);
+      l[static_cast<size_t>(n / 3)] = spread;  // at least one finite logit
+      const float m = *std::max_element(l.begin(), l.end());
+      Tensor row = Tensor::from_vector(l, {n});
+      Tensor rg = row.to(kGpu);
+      std::vector<float> us = {0.0f, std::nextafter(1.0f, 0.0f), 0.5f};
+      for (int i = 0; i < 60; ++i) us.push_back(std::min(uni(gen), std::nextafter(1.0f, 0.0f)));
+      for (float u : us) {
+        EXPECT_EQ(ops::draw_index(row, m, u).item<int32_t>(), ops::draw_index(rg, m, u).to(Device::cpu()).item<int32_t>())
+            << "n " << n << " spread " << spread << " u " << u;
+      }
+    }
+  }
+  // 4096 consecutive floats from below log(2^-40) up, then the max (0): u = 0 draws the first whose
+  // weight floor(exp_f32(x) * 2^40) is 1.
+  std::vector<float> l;
+  float x = -27.7258872f - 2048 * 2e-6f;
+  for (int i = 0; i < 4096; ++i, x = std::nextafter(x, 0.0f)) l.push_back(x);
+  l.push_back(0.0f);
+  Tensor row = Tensor::from_vector(l, {static_cast<int64_t>(l.size())});
+  const int32_t cpu = ops::draw_index(row, 0.0f, 0.0f).item<int32_t>();
+  EXPECT_GT(cpu, 0);
+  EXPECT_LT(cpu, 4096);
+  EXPECT_EQ(cpu, ops::draw_index(row.to(kGpu), 0.0f, 0.0f).to(Device::cpu()).item<int32_t>());
 }
 
 TEST_F(CudaOps, Embedding) {

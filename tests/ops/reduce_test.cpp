@@ -250,6 +250,37 @@ TEST(Reduce, BadInput) {
   EXPECT_THROW(ops::softmax(Tensor()), Error);
 }
 
+// The row draw: the inverse CDF in id order (0.25 / 0.5 / 0.25 with -inf holes that weigh nothing),
+// and one message for each input it cannot take.
+TEST(Reduce, DrawIndexWalksTheCdfInIdOrder) {
+  const float q = std::log(0.25f), h = std::log(0.5f);
+  Tensor row = Tensor::from_vector(std::vector<float>{-INFINITY, q, h, -INFINITY, q}, {5});
+  auto draw = [&](float u) { return ops::draw_index(row, h, u).item<int32_t>(); };
+  EXPECT_EQ(draw(0.0f), 1);
+  EXPECT_EQ(draw(0.24f), 1);
+  EXPECT_EQ(draw(0.26f), 2);
+  EXPECT_EQ(draw(0.74f), 2);
+  EXPECT_EQ(draw(0.76f), 4);
+  EXPECT_EQ(draw(std::nextafter(1.0f, 0.0f)), 4);
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([&] { ops::draw_index(row, h, 1.0f); }).find("[draw_index] expected u in [0, 1), got 1"),
+            std::string::npos);
+  EXPECT_NE(message([&] { ops::draw_index(row, INFINITY, 0.5f); }).find("expected a finite max logit, got inf"),
+            std::string::npos);
+  EXPECT_NE(message([&] { ops::draw_index(row.view({1, 5}), h, 0.5f); }).find("expected f32 logits [n], got f32 [1, 5]"),
+            std::string::npos);
+  EXPECT_NE(message([&] { ops::draw_index(Tensor::empty({0}, Dtype::f32), 0.0f, 0.5f); })
+                .find("expected 1 to 8388607 logits, got 0"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace tern
 

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "tern/base/error.h"
+#include "tern/ops/reduce.h"
 #include "tern/sample/processors.h"
 
 namespace tern {
@@ -187,9 +188,13 @@ TEST(Processors, DrawRowMatchesCandidatesThenDraw) {
         float u = uni(gen);
         us.push_back(u < 1.0f ? u : 0.0f);
       }
+      const Tensor row = Tensor::from_vector(l, {static_cast<int64_t>(n)});
+      const float m = *std::max_element(l.begin(), l.end());
       for (float u : us) {
         std::vector<Candidate> c = make_candidates(l);
-        EXPECT_EQ(draw_row(l, u), draw_candidate(c, u)) << "n " << n << " spread " << spread << " u " << u;
+        const int32_t id = draw_row(l, u);
+        EXPECT_EQ(id, draw_candidate(c, u)) << "n " << n << " spread " << spread << " u " << u;
+        EXPECT_EQ(id, ops::draw_index(row, m, u).item<int32_t>()) << "n " << n << " spread " << spread << " u " << u;
       }
     }
   }
@@ -336,6 +341,39 @@ TEST(Processors, WarpChainsInOrder) {
   p.top_p = 0.9f;  // over .35,.25,.20,.15 (sum .95): masses before: 0, .368, .632, .842 -> all four
   p.min_p = 0.5f;  // relative to .35: keeps >= .175 -> ids 1, 2, 3
   EXPECT_EQ(ids_of(warp(logits_from_probs(probs), p)), (std::set<int32_t>{1, 2, 3}));
+}
+
+// The integer draw against the exact inverse CDF (long double probabilities): the same id wherever u
+// is not within 1e-9 of a boundary (the integer weights are exact to 2^-40 of the best token's).
+TEST(Processors, DrawRowIsTheInverseCdf) {
+  std::mt19937 gen(12);
+  std::uniform_real_distribution<float> uni(0.0f, 1.0f);
+  int checked = 0;
+  for (size_t n : {3u, 50u, 5000u}) {
+    for (float spread : {0.3f, 3.0f, 12.0f}) {
+      std::normal_distribution<float> dist(0.0f, spread);
+      std::vector<float> l(n);
+      for (float& x : l) x = dist(gen);
+      if (n > 3) l[1] = -INFINITY;
+      const float m = *std::max_element(l.begin(), l.end());
+      std::vector<long double> cdf(n);
+      long double total = 0;
+      for (size_t i = 0; i < n; ++i) cdf[i] = total += std::exp(static_cast<long double>(l[i]) - m);
+      for (int t = 0; t < 200; ++t) {
+        const float u = std::min(uni(gen), std::nextafter(1.0f, 0.0f));
+        const long double at = u * total;
+        const size_t want = std::upper_bound(cdf.begin(), cdf.end(), at) - cdf.begin();
+        const long double lo = want ? cdf[want - 1] : 0, hi = cdf[want];
+        if (at - lo < 1e-9L * total || hi - at < 1e-9L * total) continue;
+        EXPECT_EQ(draw_row(l, u), static_cast<int32_t>(want)) << "n " << n << " spread " << spread << " u " << u;
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GT(checked, 1700);
+  // Far below the best token (weight under 2^-40 of its), a token weighs 0 and is never drawn.
+  std::vector<float> l = {-30.0f, 0.0f};
+  EXPECT_EQ(draw_row(l, 0.0f), 1);
 }
 
 TEST(Processors, DrawCandidateInverseCdfInIdOrder) {

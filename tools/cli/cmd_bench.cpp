@@ -11,7 +11,7 @@
 #include "tern/ops/graph.h"
 #include "tern/ops/device.h"
 #include "tern/ops/reduce.h"
-#include "tern/sample/sampler.h"
+#include "tern/sample/device_sampler.h"
 #include "tools/cli/model_args.h"
 
 namespace tern::cli {
@@ -43,12 +43,14 @@ int run_bench(int argc, char** argv) {
       .flag("warmup", "N", "untimed warm-up repeats", "1")
       .flag("batch", "N", "sequences decoded side by side (decode tok/s counts all of them)", "1")
       .flag("cuda-graphs", "on|off", "CUDA: capture the decode step as a graph and replay it (compiled decode)", "on")
-      .flag("temperature", "T", "decode by sampling as generate does (each row's logits copied to the host and "
-            "sampled there) instead of greedy; 0 = greedy", "0")
+      .flag("temperature", "T", "decode by sampling as generate does instead of greedy; 0 = greedy", "0")
       .flag("top-k", "K", "with --temperature: sample among the K most likely tokens (0 = off)", "0")
       .flag("top-p", "P", "with --temperature: nucleus sampling mass in (0, 1]", "1")
       .flag("min-p", "P", "with --temperature: drop tokens below P times the most likely one's probability", "0")
       .flag("seed", "N", "with --temperature: the samplers' seed (row r uses N + r)", "0")
+      .flag("sampler", "device|host", "with --temperature: device = as generate samples (the device's top-K "
+            "candidates, the whole row copied only when they cannot decide); host = every row copied to the host "
+            "and sampled there (the same tokens)", "device")
       .flag("json", "", "print JSON instead of text");
   add_runtime_flags(a);
   add_kv_cache_flags(a);
@@ -71,6 +73,11 @@ int run_bench(int argc, char** argv) {
   sampling.min_p = static_cast<float>(a.get_double("min-p"));
   validate(sampling, vocab);
   const bool sampled = sampling.temperature > 0.0f;
+  const std::string sampler_kind = a.get("sampler");
+  TERN_CHECK(sampler_kind == "device" || sampler_kind == "host", "[bench] expected --sampler device or host, got '{}'",
+             sampler_kind);
+  const bool host_sampler = sampler_kind == "host";
+  int64_t full_row_copies = 0, sampled_rows = 0;
 
   std::vector<double> prefill, decode;
   bool compiled_used = false;
@@ -82,8 +89,9 @@ int run_bench(int argc, char** argv) {
     double tp = t.seconds();
     t.reset();
     // Each step's ids reach the host before the next step, as in generation: the device argmax, or
-    // (--temperature) each row sampled on the host from its copied logits, as generate samples.
-    std::vector<Sampler> samplers;
+    // (--temperature) each row sampled as generate samples (--sampler device) or from a host copy of
+    // the rows (--sampler host).
+    std::vector<DeviceSampler> samplers;
     for (int64_t b = 0; sampled && b < B; ++b) {
       SamplingParams p = sampling;
       p.seed = static_cast<uint64_t>(a.get_int("seed") + b);
@@ -91,9 +99,10 @@ int run_bench(int argc, char** argv) {
     }
     auto pick = [&](const Tensor& l) {
       if (!sampled) return to_ids(ops::argmax(l.view({B, vocab}), -1));
-      Tensor h = l.to(Device::cpu()).contiguous();
+      Tensor rows = l.reshape({B, vocab});
+      if (host_sampler) rows = rows.to(Device::cpu());
       std::vector<int32_t> out(static_cast<size_t>(B));
-      for (int64_t b = 0; b < B; ++b) out[b] = samplers[b].sample(h.data<float>() + b * vocab, vocab).token;
+      for (int64_t b = 0; b < B; ++b) out[b] = samplers[b].sample(rows.select(0, b)).token;
       return out;
     };
     std::vector<int32_t> next = pick(logits);
@@ -120,6 +129,10 @@ int run_bench(int argc, char** argv) {
     }
     device_synchronize();
     double td = t.seconds();
+    for (const DeviceSampler& d : samplers) {
+      full_row_copies += d.full_row_copies();
+      sampled_rows += d.device_calls();
+    }
     if (r >= warm) {
       prefill.push_back(B * P / tp);
       decode.push_back(B * G / td);
@@ -137,7 +150,10 @@ int run_bench(int argc, char** argv) {
                         {"decode_sampling", sampled ? nlohmann::json{{"temperature", a.get_double("temperature")},
                                                                      {"top_k", sampling.top_k},
                                                                      {"top_p", a.get_double("top-p")},
-                                                                     {"min_p", a.get_double("min-p")}}
+                                                                     {"min_p", a.get_double("min-p")},
+                                                                     {"sampler", sampler_kind},
+                                                                     {"device_rows", sampled_rows},
+                                                                     {"full_row_copies", full_row_copies}}
                                                     : nlohmann::json("greedy")},
                         {"prefill_tokens_per_second", median(prefill)},
                         {"decode_tokens_per_second", median(decode)},
@@ -153,8 +169,10 @@ int run_bench(int argc, char** argv) {
   std::printf("prefill  %lld tokens per row: %.1f tok/s (median of %lld; min %.1f, max %.1f)\n", (long long)P, median(prefill),
               (long long)reps, out["prefill_min"].get<double>(), out["prefill_max"].get<double>());
   const std::string how =
-      sampled ? fmt::format(", sampled on the host (temperature {}, top-k {}, top-p {}, min-p {})", a.get("temperature"),
-                            sampling.top_k, a.get("top-p"), a.get("min-p"))
+      sampled ? fmt::format(", sampled by the {} sampler (temperature {}, top-k {}, top-p {}, min-p {}; {} of {} device "
+                            "rows copied whole)",
+                            sampler_kind, a.get("temperature"), sampling.top_k, a.get("top-p"), a.get("min-p"),
+                            full_row_copies, sampled_rows)
               : "";
   std::printf("decode   %lld tokens after a %lld-token prompt, batch %lld%s%s: %.1f tok/s (median of %lld; min %.1f, "
               "max %.1f)\n",

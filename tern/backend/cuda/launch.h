@@ -95,9 +95,15 @@ void launch_reduce(Dtype dt, int op, const void* x, void* out, int64_t outer, in
 size_t argmax_workspace_bytes(int64_t lines, int64_t n);
 void launch_argmax(Dtype dt, const void* x, int32_t* out, int64_t outer, int64_t n, int64_t inner, void* workspace,
                    cudaStream_t s);
-// values [outer, k, inner] in dt, indices [outer, k, inner] i32; sorted descending, ties lower index.
+// values [outer, k, inner] in dt, indices [outer, k, inner] i32; sorted descending (NaN first), ties
+// lower index. workspace: topk_workspace_bytes(outer, n, inner, k) bytes (0: none needed).
+size_t topk_workspace_bytes(int64_t outer, int64_t n, int64_t inner, int64_t k);
 void launch_topk(Dtype dt, const void* x, void* values, int32_t* indices, int64_t outer, int64_t n, int64_t inner,
-                 int64_t k, cudaStream_t s);
+                 int64_t k, void* workspace, cudaStream_t s);
+// ops::draw_index over f32 logits [n]: *out = the drawn id. workspace: draw_workspace_bytes(n) bytes.
+size_t draw_workspace_bytes(int64_t n);
+void launch_draw_index(const float* logits, int64_t n, float max_logit, float u, void* workspace, int32_t* out,
+                       cudaStream_t s);
 
 // index.cu: out[i, :] = table[ids[i], :] converted; an id outside [0, V) writes zeros and sets *bad.
 void launch_embedding(Dtype table_dt, const void* table, int64_t V, int64_t D, Dtype id_dt, const void* ids,

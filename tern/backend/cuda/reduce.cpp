@@ -59,8 +59,17 @@ void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices) 
   Tensor xc = x.contiguous();
   Split s = split_at(xc, dim);
   TERN_CHECK(k >= 0 && k <= s.n, "[topk] expected k in [0, {}], got {}", s.n, k);
+  const size_t ws = topk_workspace_bytes(s.outer, s.n, s.inner, k);
+  Tensor workspace = ws ? Tensor::empty({static_cast<int64_t>(ws)}, Dtype::u8, x.device()) : Tensor();
   launch_topk(xc.dtype(), xc.data_ptr(), values.data_ptr(), indices.data<int32_t>(), s.outer, s.n, s.inner, k,
-              stream());
+              ws ? workspace.data_ptr() : nullptr, stream());
+}
+
+void draw_index(const Tensor& logits, float max_logit, float u, Tensor& out) {
+  check_cuda(logits, "draw_index");
+  const int64_t n = logits.numel();
+  Tensor workspace = Tensor::empty({static_cast<int64_t>(draw_workspace_bytes(n))}, Dtype::u8, logits.device());
+  launch_draw_index(logits.data<float>(), n, max_logit, u, workspace.data_ptr(), out.data<int32_t>(), stream());
 }
 
 }  // namespace tern::cuda

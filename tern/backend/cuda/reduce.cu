@@ -1,6 +1,10 @@
 // Launchers of the reductions: softmax, sum/mean/max, argmax, top-k.
+#include <algorithm>
+
 #include "tern/backend/cuda/dispatch.cuh"
+#include "tern/backend/cuda/kernels/draw.cuh"
 #include "tern/backend/cuda/kernels/reduce.cuh"
+#include "tern/backend/cuda/kernels/topk.cuh"
 #include "tern/backend/cuda/launch.h"
 #include "tern/backend/cuda/launch_kernel.cuh"
 #include "tern/backend/cuda/runtime/check.h"
@@ -70,13 +74,52 @@ void launch_argmax(Dtype dt, const void* x, int32_t* out, int64_t outer, int64_t
   });
 }
 
+namespace {
+// Slice length of the two-stage top-k (kernels/topk.cuh); 0 where one block per line scans k times
+// (strided or short lines, large k).
+int topk_slice(int64_t n, int64_t inner, int64_t k) {
+  if (inner != 1 || k < 1 || k > kernels::kTopkMaxK || n < 4096 || n > INT32_MAX) return 0;
+  return static_cast<int>(std::min<int64_t>(kernels::kTopkSlice, std::max<int64_t>(2048, 8 * k)));
+}
+}  // namespace
+
+size_t topk_workspace_bytes(int64_t outer, int64_t n, int64_t inner, int64_t k) {
+  const int per = topk_slice(n, inner, k);
+  return per ? static_cast<size_t>(outer * ((n + per - 1) / per) * k) * sizeof(uint64_t) : 0;
+}
+
 void launch_topk(Dtype dt, const void* x, void* values, int32_t* indices, int64_t outer, int64_t n, int64_t inner,
-                 int64_t k, cudaStream_t s) {
+                 int64_t k, void* workspace, cudaStream_t s) {
+  const int per = topk_slice(n, inner, k);
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
+    if (per) {
+      const auto slices = static_cast<unsigned>((n + per - 1) / per);
+      auto* cand = static_cast<uint64_t*>(workspace);
+      const int kk = static_cast<int>(k);
+      launch_kernel(kernels::topk_slices_kernel<T>, dim3(slices, static_cast<unsigned>(outer)), kernels::kTopkThreads,
+                    0, s, static_cast<const T*>(x), n, per, kk, cand);
+      launch_kernel(kernels::topk_merge_kernel<T>, static_cast<unsigned>(outer), kernels::kTopkThreads, 0, s,
+                    static_cast<const T*>(x), n, static_cast<const uint64_t*>(cand), static_cast<int>(slices) * kk, kk,
+                    static_cast<T*>(values), indices);
+      return;
+    }
     launch_kernel(kernels::topk_kernel<T>, static_cast<unsigned>(outer * inner), row_threads(n), 0, s,
                   static_cast<const T*>(x), static_cast<T*>(values), indices, n, inner, k);
   });
+}
+
+size_t draw_workspace_bytes(int64_t n) {
+  return static_cast<size_t>((n + kernels::kDrawChunk - 1) / kernels::kDrawChunk) * sizeof(uint64_t);
+}
+
+void launch_draw_index(const float* logits, int64_t n, float max_logit, float u, void* workspace, int32_t* out,
+                       cudaStream_t s) {
+  const auto chunks = static_cast<int>((n + kernels::kDrawChunk - 1) / kernels::kDrawChunk);
+  auto* sums = static_cast<uint64_t*>(workspace);
+  launch_kernel(kernels::draw_sums_kernel, static_cast<unsigned>(chunks), 256, 0, s, logits, n, max_logit, sums);
+  launch_kernel(kernels::draw_pick_kernel, 1u, kernels::kDrawPickThreads, 0, s, logits, n, max_logit, u,
+                static_cast<const uint64_t*>(sums), chunks, out);
 }
 
 }  // namespace tern::cuda

@@ -1,5 +1,5 @@
 // Reductions over the middle dim of contiguous [outer, n, inner]: softmax / log-softmax, sum, mean,
-// max, argmax and top-k. inner == 1 uses one block per row; inner > 1 one thread per column.
+// max and argmax (top-k: topk.cuh). inner == 1 uses one block per row; inner > 1 one thread per column.
 #pragma once
 #include "tern/backend/cuda/kernels/common.cuh"
 
@@ -163,39 +163,6 @@ __global__ void argmax_final_kernel(const float* __restrict__ best_v, const int6
     if (better(ov, oi, bv, bi)) bv = ov, bi = oi;
   }
   if (threadIdx.x == 0) out[line] = static_cast<int32_t>(bi == INT64_MAX ? 0 : bi);
-}
-
-// k rounds of a block-wide best among the elements ranked after the previous pick.
-template <typename T>
-__global__ void topk_kernel(const T* __restrict__ x, T* __restrict__ values, int32_t* __restrict__ indices, int64_t n,
-                            int64_t inner, int64_t k) {
-  grid_dependency_wait();
-  const int64_t line = blockIdx.x;
-  const int64_t o = line / inner, in = line % inner;
-  const T* xl = x + o * n * inner + in;
-  float last_v = INFINITY;
-  int64_t last_i = -1;
-  for (int64_t r = 0; r < k; ++r) {
-    float bv = -INFINITY;
-    int64_t bi = INT64_MAX;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      float v = to_f32(xl[i * inner]);
-      bool after = v < last_v || (v == last_v && i > last_i);
-      if (after && better(v, i, bv, bi)) bv = v, bi = i;
-    }
-    block_best(bv, bi);
-    if (bi == INT64_MAX) {  // only -inf / NaN left: take the lowest index not yet taken
-      bi = last_v == -INFINITY ? last_i + 1 : 0;
-      bv = -INFINITY;
-    }
-    if (threadIdx.x == 0) {
-      const int64_t at = o * k * inner + r * inner + in;
-      values[at] = xl[bi * inner];
-      indices[at] = static_cast<int32_t>(bi);
-    }
-    last_v = bv;
-    last_i = bi;
-  }
 }
 
 }  // namespace tern::cuda::kernels
