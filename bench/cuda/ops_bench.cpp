@@ -1,7 +1,7 @@
 // CUDA op benchmarks: device copy bandwidth (the memory ceiling), cuBLASLt GEMM rate, the engine's hot
 // ops at Qwen3-8B / 0.6B shapes and the routed experts at Qwen3-30B-A3B shapes, each as median time,
 // achieved rate and % of ceiling.
-// usage: tern_cuda_bench [--quick | --kv | --gemv | --skinny | --decode | --kv-splits | --prefill]
+// usage: tern_cuda_bench [--quick | --kv | --gemv | --skinny | --decode | --kv-splits | --prefill | --sampling]
 //   --kv: the copy ceiling and the quantized-KV decode attention only
 //   --gemv: the copy ceiling and a batch-1 layer's four decode products in sequence, over enough layers'
 //           weights that none stays in L2 (the decode step's regime), at Qwen3-8B and 0.6B shapes, and
@@ -15,6 +15,8 @@
 //                key-split counts, beside bf16; FILTER keeps the rows whose name contains it (for a profiler)
 //   --prefill: the copy ceiling and the flash prefill kernel at the head shapes of Qwen3-8B, Qwen3-0.6B,
 //              Qwen3.5-9B and Gemma 4 (its sliding and full layers), causal, over 512-8,192 tokens
+//   --sampling: the copy ceiling and the device sampler's ops (top-k, the row draw, log_softmax, sum) on
+//               one Qwen3 vocabulary row, GPU time and host wall time with the copy back
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -133,6 +135,7 @@ int main(int argc, char** argv) {
   const bool skinny = argc > 1 && !std::strcmp(argv[1], "--skinny");
   const bool kv_splits = argc > 1 && !std::strcmp(argv[1], "--kv-splits");
   const bool prefill_only = argc > 1 && !std::strcmp(argv[1], "--prefill");
+  const bool sampling_only = argc > 1 && !std::strcmp(argv[1], "--sampling");
   if (!cuda_available()) {
     std::printf("no CUDA device: %s\n", cuda_status().c_str());
     return 0;
@@ -149,6 +152,40 @@ int main(int argc, char** argv) {
     });
     g_copy_bw = 2.0 * n / t;
     std::printf("%-44s %10.1f us  %7.0f GB/s (ceiling)\n", "copy 2 GiB d2d", t * 1e6, g_copy_bw / 1e9);
+  }
+  if (sampling_only) {  // the device sampler's ops on one Qwen3 vocabulary row
+    std::printf("\n-- sampling ops on a [151936] f32 row: GPU time (events) and host wall time with the copy back --\n");
+    const Tensor x = randn_gpu({151936}, Dtype::f32, 40);
+    auto wall_us = [](auto&& fn) {
+      for (int i = 0; i < 5; ++i) fn();
+      std::vector<double> ts;
+      for (int i = 0; i < 50; ++i) {
+        auto t0 = std::chrono::steady_clock::now();
+        fn();
+        ts.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+      }
+      std::sort(ts.begin(), ts.end());
+      return ts[ts.size() / 2];
+    };
+    char name[128];
+    for (int64_t k : {int64_t(1), int64_t(20), int64_t(1024)}) {
+      std::snprintf(name, sizeof name, "topk k=%lld", (long long)k);
+      row(name, time_it([&] { ops::topk(x, k); }), 4.0 * x.numel(), 0);
+      std::printf("%-44s %10.1f us wall\n", "  + values and indices to the host",
+                  wall_us([&] {
+                    ops::TopK t = ops::topk(x, k);
+                    t.values.to(Device::cpu());
+                    t.indices.to(Device::cpu());
+                  }));
+    }
+    row("draw_index", time_it([&] { ops::draw_index(x, 6.0f, 0.5f); }), 4.0 * x.numel(), 0);
+    std::printf("%-44s %10.1f us wall\n", "  + the id to the host",
+                wall_us([&] { ops::draw_index(x, 6.0f, 0.5f).to(Device::cpu()); }));
+    row("log_softmax", time_it([&] { ops::log_softmax(x); }), 8.0 * x.numel(), 0);
+    row("sum", time_it([&] { ops::sum(x, 0); }), 4.0 * x.numel(), 0);
+    row("argmax", time_it([&] { ops::argmax(x); }), 4.0 * x.numel(), 0);
+    std::printf("%-44s %10.1f us wall\n", "one f32 to the host", wall_us([&] { ops::sum(x, 0).to(Device::cpu()); }));
+    return 0;
   }
   if (decode_only) {  // bf16 flash-decoding at Qwen3-8B heads: split counts and the two merges of the splits
     std::printf("\n-- sdpa decode (32 q, 8 kv heads, dim 128): splits x merge --\n");

@@ -16,8 +16,10 @@ namespace tern::testing {
 struct DeviceSamplerCase {
   std::string name;
   SamplingParams params;
-  bool fast_on_peaked;  // the device path must not copy the row when most mass sits in a few ids
-  bool fast_always;     // ... nor on any row (top-k within kMaxCandidates, greedy)
+  // The device path copies the row for at most 1 % of the rows where most mass sits in a few ids (a
+  // nucleus that closes within the device mass's tolerance of a candidate falls back, by design) ...
+  bool fast_on_peaked;
+  bool fast_always;  // ... and never on any row (top-k within kMaxCandidates, greedy, temperature alone)
 };
 
 inline std::vector<DeviceSamplerCase> device_sampler_cases(int64_t vocab) {
@@ -142,8 +144,10 @@ inline int64_t run_device_sampler_cases(int64_t vocab, int n_seeds, Device dev, 
         calls += device.device_calls();
       }
       EXPECT_EQ(calls, 2 * n_seeds) << c.name;
-      if (c.fast_always || (peaked && c.fast_on_peaked)) {
+      if (c.fast_always) {
         EXPECT_EQ(copies, 0) << c.name << (peaked ? " peaked" : " flat") << " must stay on the device path";
+      } else if (peaked && c.fast_on_peaked) {
+        EXPECT_LE(copies, calls / 100) << c.name << " peaked must stay on the device path";
       }
       fallbacks += copies;
     }
