@@ -14,10 +14,11 @@ namespace tern {
 // Weights are at most 2^40, so a row of fewer than 2^23 ids sums below 2^63.
 constexpr int64_t kDrawMaxIds = int64_t(1) << 23;
 
+// The weight of e = exp_f32(logit - max_logit), e in [0, 1].
+inline uint64_t draw_weight_of(float e) { return static_cast<uint64_t>(static_cast<int64_t>(e * 0x1p40f)); }
+
 // max_logit: the row's max (finite); logit <= max_logit, not NaN.
-inline uint64_t draw_weight(float logit, float max_logit) {
-  return static_cast<uint64_t>(static_cast<int64_t>(exp_f32(logit - max_logit) * 0x1p40f));
-}
+inline uint64_t draw_weight(float logit, float max_logit) { return draw_weight_of(exp_f32(logit - max_logit)); }
 
 // u in [0, 1): the target below total.
 inline uint64_t draw_target(float u, uint64_t total) {

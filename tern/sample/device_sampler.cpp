@@ -20,8 +20,9 @@ namespace tern {
 namespace {
 
 // Relative bound on the device row mass sum(exp(l - max)) against the host's f64 sum: the CUDA
-// log_softmax sums f32 terms per thread (vocab / 1024 of them, ~150 for 152K) and then in a tree, so
-// its error stays near 1e-5 plus a few ulp of expf / logf; 1e-4 leaves a margin (vocab up to ~1M).
+// log_softmax of a vocabulary row sums f32 terms per thread (16 of them in each chunk of 4,096), then
+// in a tree per chunk, then the chunks (at most 128), so its error stays near 1e-5 plus a few ulp of
+// expf / logf; 1e-4 leaves a margin (vocab up to ~1M).
 constexpr double kMassTol = 1e-4;
 
 std::vector<int32_t> host_i32(const Tensor& t) {

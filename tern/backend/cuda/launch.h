@@ -87,10 +87,12 @@ void launch_norm_rope(Dtype dt, Dtype wt, Dtype pos_dt, const kernels::NormRopeA
 
 // reduce.cu: x viewed as contiguous [outer, n, inner], reduced over n; out [outer, inner] (softmax:
 // [outer, n, inner]). op: ops::ReduceOp value.
+// workspace: row_workspace_bytes(outer, n) bytes when inner == 1 (0: none needed).
+size_t row_workspace_bytes(int64_t outer, int64_t n);
 void launch_softmax(Dtype dt, const void* x, void* out, int64_t outer, int64_t n, int64_t inner, bool log,
-                    cudaStream_t s);
+                    void* workspace, cudaStream_t s);
 void launch_reduce(Dtype dt, int op, const void* x, void* out, int64_t outer, int64_t n, int64_t inner,
-                   cudaStream_t s);
+                   void* workspace, cudaStream_t s);
 // workspace: argmax_workspace_bytes(outer * inner, n) bytes (0: none needed).
 size_t argmax_workspace_bytes(int64_t lines, int64_t n);
 void launch_argmax(Dtype dt, const void* x, int32_t* out, int64_t outer, int64_t n, int64_t inner, void* workspace,

@@ -29,7 +29,10 @@ void softmax(const Tensor& x, int dim, bool log, Tensor& out) {
   if (x.numel() == 0) return;
   Tensor xc = x.contiguous();
   Split s = split_at(xc, dim);
-  launch_softmax(xc.dtype(), xc.data_ptr(), out.data_ptr(), s.outer, s.n, s.inner, log, stream());
+  const size_t ws = s.inner == 1 ? row_workspace_bytes(s.outer, s.n) : 0;
+  Tensor workspace = ws ? Tensor::empty({static_cast<int64_t>(ws)}, Dtype::u8, x.device()) : Tensor();
+  launch_softmax(xc.dtype(), xc.data_ptr(), out.data_ptr(), s.outer, s.n, s.inner, log,
+                 ws ? workspace.data_ptr() : nullptr, stream());
 }
 
 void reduce(const Tensor& x, int dim, ops::ReduceOp op, Tensor& out) {
@@ -38,7 +41,10 @@ void reduce(const Tensor& x, int dim, ops::ReduceOp op, Tensor& out) {
   Tensor xc = x.contiguous();
   Split s = split_at(xc, dim);
   TERN_CHECK(s.n > 0, "[reduce] expected a non-empty dim {}, got shape {}", dim, shape_str(x.shape()));
-  launch_reduce(xc.dtype(), static_cast<int>(op), xc.data_ptr(), out.data_ptr(), s.outer, s.n, s.inner, stream());
+  const size_t ws = s.inner == 1 ? row_workspace_bytes(s.outer, s.n) : 0;
+  Tensor workspace = ws ? Tensor::empty({static_cast<int64_t>(ws)}, Dtype::u8, x.device()) : Tensor();
+  launch_reduce(xc.dtype(), static_cast<int>(op), xc.data_ptr(), out.data_ptr(), s.outer, s.n, s.inner,
+                ws ? workspace.data_ptr() : nullptr, stream());
 }
 
 void argmax(const Tensor& x, int dim, Tensor& out) {

@@ -12,12 +12,34 @@
 namespace tern::cuda {
 namespace {
 int row_threads(int64_t n) { return n >= 4096 ? 1024 : n >= 512 ? 256 : 64; }
+
+// Chunks per line for the two-stage row kernels (few long contiguous lines: vocabulary rows); 1 means
+// one block per line.
+int row_chunks(int64_t lines, int64_t n) {
+  if (lines >= 64 || n < 16384) return 1;
+  int64_t c = n / 4096;
+  return static_cast<int>(c < 128 ? c : 128);
+}
 }  // namespace
 
+size_t row_workspace_bytes(int64_t lines, int64_t n) {
+  const int c = row_chunks(lines, n);
+  return c > 1 ? static_cast<size_t>(lines * c) * 2 * sizeof(float) : 0;
+}
+
 void launch_softmax(Dtype dt, const void* x, void* out, int64_t outer, int64_t n, int64_t inner, bool log,
-                    cudaStream_t s) {
+                    void* workspace, cudaStream_t s) {
+  const int chunks = inner == 1 ? row_chunks(outer, n) : 1;
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
+    if (chunks > 1) {
+      auto* part = static_cast<float2*>(workspace);
+      const dim3 grid(static_cast<unsigned>(outer), chunks);
+      launch_kernel(kernels::softmax_partial_kernel<T>, grid, 256, 0, s, static_cast<const T*>(x), n, chunks, part);
+      launch_kernel(kernels::softmax_chunks_kernel<T>, grid, 256, 0, s, static_cast<const T*>(x), static_cast<T*>(out),
+                    n, chunks, static_cast<const float2*>(part), log);
+      return;
+    }
     if (inner == 1) {
       launch_kernel(kernels::softmax_rows_kernel<T>, static_cast<unsigned>(outer), row_threads(n), 0, s,
                     static_cast<const T*>(x), static_cast<T*>(out), n, log);
@@ -29,9 +51,18 @@ void launch_softmax(Dtype dt, const void* x, void* out, int64_t outer, int64_t n
 }
 
 void launch_reduce(Dtype dt, int op, const void* x, void* out, int64_t outer, int64_t n, int64_t inner,
-                   cudaStream_t s) {
+                   void* workspace, cudaStream_t s) {
+  const int chunks = inner == 1 ? row_chunks(outer, n) : 1;
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
+    if (chunks > 1) {
+      auto* part = static_cast<float*>(workspace);
+      launch_kernel(kernels::reduce_partial_kernel<T>, dim3(static_cast<unsigned>(outer), chunks), 256, 0, s,
+                    static_cast<const T*>(x), n, chunks, op, part);
+      launch_kernel(kernels::reduce_final_kernel<T>, static_cast<unsigned>(outer), 32, 0, s,
+                    static_cast<const float*>(part), chunks, n, op, static_cast<T*>(out));
+      return;
+    }
     if (inner == 1) {
       launch_kernel(kernels::reduce_rows_kernel<T>, static_cast<unsigned>(outer), row_threads(n), 0, s,
                     static_cast<const T*>(x), static_cast<T*>(out), n, op);
@@ -42,23 +73,15 @@ void launch_reduce(Dtype dt, int op, const void* x, void* out, int64_t outer, in
   });
 }
 
-namespace {
-// Chunks per line for the two-stage argmax; 1 means one block per line.
-int argmax_chunks(int64_t lines, int64_t n) {
-  if (lines >= 64 || n < 16384) return 1;
-  int64_t c = n / 4096;
-  return static_cast<int>(c < 128 ? c : 128);
-}
-}  // namespace
 
 size_t argmax_workspace_bytes(int64_t lines, int64_t n) {
-  const int c = argmax_chunks(lines, n);
+  const int c = row_chunks(lines, n);
   return c > 1 ? static_cast<size_t>(lines * c) * (sizeof(float) + sizeof(int64_t)) : 0;
 }
 
 void launch_argmax(Dtype dt, const void* x, int32_t* out, int64_t outer, int64_t n, int64_t inner, void* workspace,
                    cudaStream_t s) {
-  const int chunks = inner == 1 ? argmax_chunks(outer, n) : 1;
+  const int chunks = inner == 1 ? row_chunks(outer, n) : 1;
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
     if (chunks > 1) {

@@ -76,6 +76,83 @@ __global__ void reduce_cols_kernel(const T* __restrict__ x, T* __restrict__ out,
   out[c] = from_f32<T>(op == kMean ? acc / static_cast<float>(n) : acc);
 }
 
+// Few long rows (vocabulary rows): block (line, chunk) of the grid takes n / chunks elements.
+__device__ __forceinline__ void row_chunk(int64_t n, int chunks, int64_t& lo, int64_t& hi) {
+  const int64_t per = (n + chunks - 1) / chunks;
+  lo = blockIdx.y * per;
+  hi = lo + per < n ? lo + per : n;
+}
+
+// Stage 1 of the chunked softmax: each chunk's max and sum of exp(x - max) (0 for a chunk of -inf).
+template <typename T>
+__global__ void softmax_partial_kernel(const T* __restrict__ x, int64_t n, int chunks, float2* __restrict__ part) {
+  grid_dependency_wait();
+  int64_t lo, hi;
+  row_chunk(n, chunks, lo, hi);
+  const T* xr = x + blockIdx.x * n;
+  float m = -INFINITY;
+  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) m = fmaxf(m, to_f32(xr[i]));
+  m = block_max(m);
+  float s = 0.0f;
+  if (m != -INFINITY) {
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) s += expf(to_f32(xr[i]) - m);
+  }
+  s = block_sum(s);
+  if (threadIdx.x == 0) part[blockIdx.x * chunks + blockIdx.y] = make_float2(m, s);
+}
+
+// Stage 2: every block merges its line's partials, then writes its chunk as softmax_rows_kernel would.
+template <typename T>
+__global__ void softmax_chunks_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t n, int chunks,
+                                      const float2* __restrict__ part, bool log) {
+  grid_dependency_wait();
+  const float2* p = part + blockIdx.x * chunks;
+  float m = -INFINITY;
+  for (int c = 0; c < chunks; ++c) m = fmaxf(m, p[c].x);
+  float s = 0.0f;
+  for (int c = 0; c < chunks; ++c) s += p[c].x == -INFINITY ? 0.0f : p[c].y * expf(p[c].x - m);
+  if (m == -INFINITY) s = NAN;  // a row of -inf: x - m is NaN, as in softmax_rows_kernel
+  int64_t lo, hi;
+  row_chunk(n, chunks, lo, hi);
+  const T* xr = x + blockIdx.x * n;
+  T* yr = out + blockIdx.x * n;
+  if (log) {
+    const float ls = logf(s);
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) yr[i] = from_f32<T>(to_f32(xr[i]) - m - ls);
+  } else {
+    const float inv = 1.0f / s;
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) yr[i] = from_f32<T>(expf(to_f32(xr[i]) - m) * inv);
+  }
+}
+
+// Chunked sum / mean / max of few long rows: stage 1 each chunk's sum or max, stage 2 one warp a line.
+template <typename T>
+__global__ void reduce_partial_kernel(const T* __restrict__ x, int64_t n, int chunks, int op, float* __restrict__ part) {
+  grid_dependency_wait();
+  int64_t lo, hi;
+  row_chunk(n, chunks, lo, hi);
+  const T* xr = x + blockIdx.x * n;
+  float acc = op == kMax ? -INFINITY : 0.0f;
+  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    const float v = to_f32(xr[i]);
+    acc = op == kMax ? fmaxf(acc, v) : acc + v;
+  }
+  acc = op == kMax ? block_max(acc) : block_sum(acc);
+  if (threadIdx.x == 0) part[blockIdx.x * chunks + blockIdx.y] = acc;
+}
+
+template <typename T>
+__global__ void reduce_final_kernel(const float* __restrict__ part, int chunks, int64_t n, int op, T* __restrict__ out) {
+  grid_dependency_wait();
+  float acc = op == kMax ? -INFINITY : 0.0f;
+  for (int c = threadIdx.x; c < chunks; c += 32) {
+    const float v = part[blockIdx.x * chunks + c];
+    acc = op == kMax ? fmaxf(acc, v) : acc + v;
+  }
+  acc = op == kMax ? warp_max(acc) : warp_sum(acc);
+  if (threadIdx.x == 0) out[blockIdx.x] = from_f32<T>(op == kMean ? acc / static_cast<float>(n) : acc);
+}
+
 // (value, index) ordering: larger value first, then lower index. NaN never wins.
 __device__ __forceinline__ bool better(float v, int64_t i, float bv, int64_t bi) {
   return v > bv || (v == bv && i < bi);
