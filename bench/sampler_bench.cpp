@@ -5,7 +5,8 @@
 //       BUILD/libtern_base.a -lfmt -o sampler_bench
 // Rows (random, fixed seed): "peaked", a body N(0, 2.5) under a few tokens 8-14 logits above it (the
 // nucleus is a handful of tokens, as in most real steps); "flat", a body N(0, 3) under 50 tokens 12
-// above it at the logits' own scale (wide rows, where every full-row pass shows).
+// above it at the logits' own scale (wide rows, where every full-row pass shows); "random", N(0, 0.5)
+// alone, as a random-weight checkpoint's rows (top-p's nucleus is most of the vocabulary).
 #include <cstdio>
 #include <ctime>
 #include <random>
@@ -22,12 +23,16 @@ double now_s() {
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-std::vector<float> make_row(bool peaked) {
+enum Kind { kPeaked, kFlat, kRandom };
+
+std::vector<float> make_row(Kind kind) {
   constexpr int kVocab = 151936;
   std::mt19937 gen(1);
-  std::normal_distribution<float> body(0.0f, peaked ? 2.5f : 3.0f);
+  const bool peaked = kind == kPeaked;
+  std::normal_distribution<float> body(0.0f, peaked ? 2.5f : kind == kFlat ? 3.0f : 0.5f);
   std::vector<float> row(kVocab);
   for (float& x : row) x = body(gen);
+  if (kind == kRandom) return row;
   std::uniform_int_distribution<int> id(0, kVocab - 1);
   if (peaked) {
     for (float lift : {14.0f, 13.0f, 12.0f, 10.0f, 8.0f}) row[id(gen)] += lift;
@@ -64,11 +69,11 @@ int main() {
   std::vector<int32_t> history(300);
   std::mt19937 gen(2);
   for (int32_t& h : history) h = static_cast<int32_t>(gen() % 151936);
-  std::printf("| setting | peaked row, us per token | flat row, us per token |\n|---|---|---|\n");
-  const std::vector<float> rows[2] = {make_row(true), make_row(false)};
+  std::printf("| setting | peaked row, us per token | flat row | random row |\n|---|---|---|---|\n");
+  const std::vector<float> rows[3] = {make_row(kPeaked), make_row(kFlat), make_row(kRandom)};
   for (const Setting& s : settings) {
-    double us[2];
-    for (int r = 0; r < 2; ++r) {
+    double us[3];
+    for (int r = 0; r < 3; ++r) {
       tern::Sampler sampler(s.p);
       int64_t sink = 0;
       for (int i = 0; i < 3; ++i) sink += sampler.sample(rows[r].data(), static_cast<int64_t>(rows[r].size()), history).token;
@@ -82,7 +87,7 @@ int main() {
       }
       us[r] = (t - t0) * 1e6 / n + static_cast<double>(sink & 0);
     }
-    std::printf("| %s | %.0f | %.0f |\n", s.name.c_str(), us[0], us[1]);
+    std::printf("| %s | %.0f | %.0f | %.0f |\n", s.name.c_str(), us[0], us[1], us[2]);
   }
   return 0;
 }

@@ -215,13 +215,18 @@ bool top_p_filter_best(std::vector<Candidate>& cands, float top_p, double total_
              "candidates and [{}, {}]", cands.size(), total_lo, total_hi);
   if (top_p >= 1.0f) return true;
   // The whole list is in ascending id order (make_candidates), so its bins sum in id order too.
-  std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& b) { return a.id < b.id; });
+  auto by_id = [](const Candidate& a, const Candidate& b) { return a.id < b.id; };
+  if (!std::is_sorted(cands.begin(), cands.end(), by_id)) std::sort(cands.begin(), cands.end(), by_id);
   const float m = max_logit(cands);
   // The kept set is a best-first prefix whose length never shrinks as the target grows: equal counts
-  // at both ends of the interval decide it for every total inside.
-  std::vector<Candidate> lo = cands, hi = cands;
+  // at both ends of the interval decide it for every total inside (one walk when the total is exact).
+  std::vector<Candidate> lo = cands;
   int64_t n_lo = top_p_walk(lo, m, static_cast<double>(top_p) * total_lo, false);
-  int64_t n_hi = top_p_walk(hi, m, static_cast<double>(top_p) * total_hi, false);
+  int64_t n_hi = n_lo;
+  if (total_hi != total_lo) {
+    std::vector<Candidate> hi = cands;
+    n_hi = top_p_walk(hi, m, static_cast<double>(top_p) * total_hi, false);
+  }
   if (n_lo < 0 || n_hi < 0 || n_lo != n_hi) return false;
   lo.resize(static_cast<size_t>(n_lo));
   cands = std::move(lo);
@@ -370,21 +375,36 @@ int32_t warp_and_draw(std::span<const float> logits, const SamplingParams& param
 int32_t draw_candidate(std::vector<Candidate>& cands, float u) {
   TERN_ASSERT(!cands.empty(), "draw from an empty candidate list");
   TERN_CHECK(u >= 0.0f && u < 1.0f, "[sample] expected u in [0, 1), got {}", u);
-  TERN_CHECK(static_cast<int64_t>(cands.size()) < kDrawMaxIds, "[sample] expected fewer than {} candidates, got {}",
-             kDrawMaxIds, cands.size());
+  const size_t n = cands.size();
+  TERN_CHECK(static_cast<int64_t>(n) < kDrawMaxIds, "[sample] expected fewer than {} candidates, got {}", kDrawMaxIds,
+             n);
   const float m = max_logit(cands);
-  // Integer sums are exact, so the order of the total does not matter; the walk is in id order.
+  // Each exp once: the logits gathered into a reused buffer, their exps in one vectorisable pass; the
+  // integer weights are cheap conversions of those. Integer sums are exact, so the total's order does
+  // not matter; the walk is in id order.
+  thread_local std::vector<float> buffer;
+  buffer.resize(n);
+  float* e = buffer.data();
+  for (size_t i = 0; i < n; ++i) e[i] = cands[i].logit;
+  for (size_t i = 0; i < n; ++i) e[i] = exp_f32(e[i] - m);
+  auto w = [&](size_t i) { return draw_weight_of(e[i]); };
   uint64_t total = 0;
-  for (const Candidate& c : cands) total += draw_weight(c.logit, m);
+  for (size_t i = 0; i < n; ++i) total += w(i);
   const uint64_t target = draw_target(u, total);
   auto by_id = [](const Candidate& a, const Candidate& b) { return a.id < b.id; };
-  const bool sorted = std::is_sorted(cands.begin(), cands.end(), by_id);
-  if (sorted || cands.size() <= 1024) {
-    if (!sorted) std::sort(cands.begin(), cands.end(), by_id);
-    uint64_t cum = 0;
-    for (const Candidate& c : cands) {
-      cum += draw_weight(c.logit, m);
-      if (target < cum) return c.id;
+  uint64_t cum = 0;
+  if (std::is_sorted(cands.begin(), cands.end(), by_id)) {
+    for (size_t i = 0; i < n; ++i) {
+      cum += w(i);
+      if (target < cum) return cands[i].id;
+    }
+  } else if (n <= 1024) {
+    std::vector<uint32_t> order(n);
+    for (size_t i = 0; i < n; ++i) order[i] = static_cast<uint32_t>(i);
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return cands[a].id < cands[b].id; });
+    for (uint32_t i : order) {
+      cum += w(i);
+      if (target < cum) return cands[i].id;
     }
   } else {
     // A large unsorted set (a wide nucleus) is scattered into a dense id row instead of sorted:
@@ -392,8 +412,7 @@ int32_t draw_candidate(std::vector<Candidate>& cands, float u) {
     int32_t max_id = 0;
     for (const Candidate& c : cands) max_id = std::max(max_id, c.id);
     std::vector<uint64_t> dense(static_cast<size_t>(max_id) + 1, 0);
-    for (const Candidate& c : cands) dense[c.id] = draw_weight(c.logit, m);
-    uint64_t cum = 0;
+    for (size_t i = 0; i < n; ++i) dense[cands[i].id] = w(i);
     for (size_t id = 0; id < dense.size(); ++id) {
       cum += dense[id];
       if (target < cum) return static_cast<int32_t>(id);
