@@ -96,20 +96,47 @@ TopK topk(const Tensor& x, int64_t k, int64_t dim) {
   return r;
 }
 
-Tensor draw_index(const Tensor& logits, float max_logit, float u) {
+namespace {
+Tensor checked_draw_row(const Tensor& logits, float u) {
   TERN_CHECK(logits.defined() && logits.dtype() == Dtype::f32 && logits.rank() == 1,
              "[draw_index] expected f32 logits [n], got {}",
              logits.defined() ? dtype_name(logits.dtype()) + std::string(" ") + shape_str(logits.shape()) : "none");
   const int64_t n = logits.size(0);
   TERN_CHECK(n > 0 && n < kDrawMaxIds, "[draw_index] expected 1 to {} logits, got {}", kDrawMaxIds - 1, n);
-  TERN_CHECK(std::isfinite(max_logit), "[draw_index] expected a finite max logit, got {}", max_logit);
   TERN_CHECK(u >= 0.0f && u < 1.0f, "[draw_index] expected u in [0, 1), got {}", u);
-  Tensor out = Tensor::empty({1}, Dtype::i32, logits.device());
-  Tensor row = logits.contiguous();
+  return logits.contiguous();
+}
+}  // namespace
+
+Tensor draw_index(const Tensor& logits, float max_logit, float u) {
+  Tensor row = checked_draw_row(logits, u);
+  TERN_CHECK(std::isfinite(max_logit), "[draw_index] expected a finite max logit, got {}", max_logit);
   if (row.device().is_cpu()) {
+    Tensor out = Tensor::empty({1}, Dtype::i32, row.device());
     cpu::draw_index(row, max_logit, u, out);
+    return out;
+  }
+  return draw_index(row, Tensor::full({1}, max_logit, Dtype::f32).to(row.device()), u);
+}
+
+Tensor draw_index(const Tensor& logits, const Tensor& max_logit, float u) {
+  Tensor row = checked_draw_row(logits, u);
+  TERN_CHECK(max_logit.defined() && max_logit.dtype() == Dtype::f32 && max_logit.numel() == 1 &&
+                 max_logit.device() == row.device(),
+             "[draw_index] expected the max as one f32 on {}, got {}", row.device().str(),
+             max_logit.defined() ? dtype_name(max_logit.dtype()) + std::string(" ") + shape_str(max_logit.shape()) +
+                                       " on " + max_logit.device().str()
+                                 : "none");
+  Tensor out = Tensor::empty({1}, Dtype::i32, row.device());
+  if (row.device().is_cpu()) {
+    const float m = max_logit.contiguous().data<float>()[0];
+    if (std::isfinite(m)) {
+      cpu::draw_index(row, m, u, out);
+    } else {
+      out.data<int32_t>()[0] = static_cast<int32_t>(row.numel() - 1);
+    }
   } else {
-    cuda::draw_index(row, max_logit, u, out);
+    cuda::draw_index(row, max_logit.contiguous(), u, out);
   }
   return out;
 }

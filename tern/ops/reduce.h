@@ -23,6 +23,9 @@ TopK topk(const Tensor& x, int64_t k, int64_t dim = -1);
 // tern/base/draw_weight.h, the sampler's own: i32 [1] on the row's device. max_logit: the row's max,
 // finite; the row must hold no NaN or +inf (the sampler checks its rows before drawing). u in [0, 1).
 Tensor draw_index(const Tensor& logits, float max_logit, float u);
+// The same with the max as f32 [1] on the row's device (ops::topk's first value), so nothing waits for
+// the host; a max that is not finite draws id n - 1 (the caller checks the max it fetches).
+Tensor draw_index(const Tensor& logits, const Tensor& max_logit, float u);
 
 enum class ReduceOp { sum, mean, max };
 
@@ -41,5 +44,5 @@ void softmax(const Tensor& x, int dim, bool log, Tensor& out);
 void reduce(const Tensor& x, int dim, ops::ReduceOp op, Tensor& out);
 void argmax(const Tensor& x, int dim, Tensor& out);
 void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices);
-void draw_index(const Tensor& logits, float max_logit, float u, Tensor& out);
+void draw_index(const Tensor& logits, const Tensor& max_logit, float u, Tensor& out);
 }  // namespace tern::cuda

@@ -25,10 +25,27 @@ namespace {
 // expf / logf; 1e-4 leaves a margin (vocab up to ~1M).
 constexpr double kMassTol = 1e-4;
 
-std::vector<int32_t> host_i32(const Tensor& t) {
-  Tensor h = t.to(Device::cpu()).contiguous();
-  const int32_t* p = h.data<int32_t>();
-  return std::vector<int32_t>(p, p + h.numel());
+// Device values for one copy to the host: f32 pieces, and i32 ids as f32 (exact below 2^24).
+class Pack {
+ public:
+  // The offset of t's values in fetch()'s result.
+  size_t add(const Tensor& t) {
+    Tensor flat = t.reshape({t.numel()});
+    parts_.push_back(flat.dtype() == Dtype::f32 ? flat : ops::cast(flat, Dtype::f32));
+    const size_t at = size_;
+    size_ += static_cast<size_t>(t.numel());
+    return at;
+  }
+  std::vector<float> fetch() const { return ops::concat(parts_, 0).to(Device::cpu()).to_f32_vector(); }
+
+ private:
+  std::vector<Tensor> parts_;
+  size_t size_ = 0;
+};
+
+// row[ids] of a contiguous [vocab] row for ids (i32) on the row's device.
+Tensor gather_at(const Tensor& row, const Tensor& ids) {
+  return ops::embedding(row.view({row.numel(), 1}), ids.reshape({ids.numel()}), Dtype::f32).view({ids.numel()});
 }
 
 Tensor upload(const std::vector<int32_t>& ids, Device dev) {
@@ -84,24 +101,28 @@ bool apply_penalties(const Tensor& raw, std::span<const int32_t> history, const 
   return true;
 }
 
-// What warp() keeps from the processed row q (contiguous [vocab]), decided from its best candidates
-// on the device; false when they cannot decide it (or the host rejects q: +inf, all -inf).
-bool device_warp(const Tensor& q, const SamplingParams& p, std::vector<Candidate>& out) {
-  const int64_t vocab = q.numel();
+// How many of q's best the warpers need on the device, and whether top-p then needs q's mass.
+int64_t warp_candidates(const SamplingParams& p, int64_t vocab) {
   const bool top_k_fits = p.top_k > 0 && p.top_k <= DeviceSampler::kMaxCandidates;
-  const int64_t k = std::min<int64_t>(top_k_fits ? p.top_k : DeviceSampler::kMaxCandidates, vocab);
-  ops::TopK best = ops::topk(q, k);
-  std::vector<float> values = best.values.to(Device::cpu()).to_f32_vector();
-  std::vector<int32_t> ids = host_i32(best.indices);
+  return std::min<int64_t>(top_k_fits ? p.top_k : DeviceSampler::kMaxCandidates, vocab);
+}
+bool warp_needs_mass(const SamplingParams& p) { return p.top_k <= 0 && p.top_p < 1.0f; }
+
+// What warp() keeps from the processed row q (vocab ids), decided from its best candidates (values
+// best first, their ids) fetched from the device; log_mass: -log(sum(exp(q - max))) when
+// warp_needs_mass. False when they cannot decide it (or the host rejects q: +inf, all -inf).
+bool warp_from_best(const float* values, const float* ids, int64_t k, int64_t vocab, double log_mass,
+                    const SamplingParams& p, std::vector<Candidate>& out) {
+  const bool top_k_fits = p.top_k > 0 && p.top_k <= DeviceSampler::kMaxCandidates;
   std::vector<Candidate> cands;
-  cands.reserve(values.size());
-  for (size_t i = 0; i < values.size(); ++i) {
+  cands.reserve(static_cast<size_t>(k));
+  for (int64_t i = 0; i < k; ++i) {
     if (std::isnan(values[i]) || values[i] == INFINITY) return false;
-    if (values[i] != -INFINITY) cands.push_back({ids[i], values[i]});
+    if (values[i] != -INFINITY) cands.push_back({static_cast<int32_t>(ids[i]), values[i]});
   }
   if (cands.empty()) return false;
   // complete: every token above -inf is a candidate, so warp() sees exactly this list.
-  const bool complete = k == vocab || values.back() == -INFINITY;
+  const bool complete = k == vocab || values[k - 1] == -INFINITY;
   if (top_k_fits || complete) {
     // warp() starts from ascending ids; top_k_filter re-sorts best first, so only then does the
     // order matter (top_p_filter sums its total in list order).
@@ -118,8 +139,6 @@ bool device_warp(const Tensor& q, const SamplingParams& p, std::vector<Candidate
   // more than is held, so its top-p total is unknown.
   if (p.top_p < 1.0f) {
     if (p.top_k > 0) return false;
-    // log_softmax at the argmax is exactly -log(sum(exp(q - max))) as the device summed it.
-    const double log_mass = -static_cast<double>(gather(ops::log_softmax(q), {cands[0].id}).to(Device::cpu()).item<float>());
     const double mass = std::exp(log_mass);
     if (!top_p_filter_best(cands, p.top_p, mass * (1.0 - kMassTol), mass * (1.0 + kMassTol))) return false;
     min_p_filter(cands, p.min_p);
@@ -166,48 +185,72 @@ Sampler::Result DeviceSampler::sample(const Tensor& logits, std::span<const int3
 bool DeviceSampler::sample_on_device(const Tensor& raw, std::span<const int32_t> history, Sampler::Result& out) {
   const SamplingParams& p = host_.params();
   const int64_t vocab = raw.numel();
+  if (vocab >= (int64_t(1) << 24)) return false;  // ids travel as f32
   Tensor work;
   if (!apply_penalties(raw, history, p, work)) return false;
 
-  int32_t token;
-  if (p.temperature == 0.0f) {
-    token = ops::argmax(work).to(Device::cpu()).item<int32_t>();
-    // +inf (the host rejects it) or -inf (the whole row is, and the host rejects that).
-    if (!std::isfinite(gather(work, {token}).to(Device::cpu()).item<float>())) return false;
-  } else {
-    if (p.temperature != 1.0f) {
-      work = ops::div(work, Tensor::full({1}, p.temperature, Dtype::f32).to(raw.device()));
-    }
-    if (p.top_k <= 0 && p.top_p >= 1.0f && p.min_p <= 0.0f) {
-      // No warper: the whole row draws on the device by the host's integer rule. Its max checks it
-      // first (NaN and +inf rank above every number in topk; -inf means the whole row is).
-      const float m = ops::topk(work, 1).values.to(Device::cpu()).item<float>();
-      if (!std::isfinite(m)) return false;
-      token = ops::draw_index(work, m, host_.mutable_rng().uniform()).to(Device::cpu()).item<int32_t>();
+  // Everything the host needs comes back in one copy: what decides the token, the raw row's
+  // log-softmax at every id the result may name, the raw row's sum (NaN or +inf exactly when the row
+  // holds one; the host rejects those, while a -inf sum only means a -inf logit) and the top logprobs.
+  const Tensor lsm = ops::log_softmax(raw);
+  Pack pack;
+  const size_t at_sum = pack.add(ops::sum(raw, 0));
+  const int64_t k_top = std::min<int64_t>(p.top_logprobs, vocab);
+  size_t at_top = 0, at_top_lp = 0;
+  if (k_top > 0) {
+    const Tensor top = ops::topk(raw, k_top).indices;
+    at_top = pack.add(top);
+    at_top_lp = pack.add(gather_at(lsm, top));
+  }
+  Rng& rng = host_.mutable_rng();
+  std::vector<float> got;
+  int32_t token = 0;
+  float logprob = 0.0f;
+  const bool warpers = p.top_k > 0 || p.top_p < 1.0f || p.min_p > 0.0f;
+  if (p.temperature == 0.0f || !warpers) {
+    // Greedy: the device argmax, whose processed logit must be finite (+inf: the host rejects it; -inf:
+    // the whole row is). Temperature alone: the row draw on the device by the host's integer rule, from
+    // the row's max (NaN and +inf rank above every number in topk; -inf means the whole row is). Its
+    // word is taken before the row is checked; sample() rewinds the stream when the row falls back.
+    Tensor tok, check;
+    if (p.temperature == 0.0f) {
+      tok = ops::argmax(work);
+      check = gather_at(work, tok);
     } else {
-      std::vector<Candidate> kept;
-      if (!device_warp(work, p, kept)) return false;
-      token = draw_candidate(kept, host_.mutable_rng().uniform());
+      if (p.temperature != 1.0f) work = ops::div(work, Tensor::full({1}, p.temperature, Dtype::f32).to(raw.device()));
+      check = ops::topk(work, 1).values;
+      tok = ops::draw_index(work, check, rng.uniform());
     }
+    const size_t at_tok = pack.add(tok), at_check = pack.add(check), at_lp = pack.add(gather_at(lsm, tok));
+    got = pack.fetch();
+    if (!std::isfinite(got[at_check])) return false;
+    token = static_cast<int32_t>(got[at_tok]);
+    logprob = got[at_lp];
+    if (std::isnan(got[at_sum]) || got[at_sum] == INFINITY) return false;
+  } else {
+    if (p.temperature != 1.0f) work = ops::div(work, Tensor::full({1}, p.temperature, Dtype::f32).to(raw.device()));
+    const int64_t k = warp_candidates(p, vocab);
+    const ops::TopK best = ops::topk(work, k);
+    const size_t at_values = pack.add(best.values), at_ids = pack.add(best.indices);
+    const size_t at_lps = pack.add(gather_at(lsm, best.indices));
+    // log_softmax at the argmax is exactly -log(sum(exp(q - max))) as the device summed it.
+    const bool mass = warp_needs_mass(p) && k < vocab;
+    const size_t at_mass = mass ? pack.add(gather_at(ops::log_softmax(work), best.indices.narrow(0, 0, 1))) : 0;
+    got = pack.fetch();
+    const double log_mass = mass ? -static_cast<double>(got[at_mass]) : 0.0;
+    std::vector<Candidate> kept;
+    if (!warp_from_best(&got[at_values], &got[at_ids], k, vocab, log_mass, p, kept)) return false;
+    if (std::isnan(got[at_sum]) || got[at_sum] == INFINITY) return false;
+    token = draw_candidate(kept, rng.uniform());
+    const float* ids = &got[at_ids];
+    const int64_t pos = std::find(ids, ids + k, static_cast<float>(token)) - ids;
+    logprob = got[at_lps + static_cast<size_t>(pos)];
   }
-
-  // Raw logprobs: log_softmax of the raw row at the token and the top_logprobs ids, one copy with the
-  // raw row's sum, which is NaN or +inf exactly when the row holds a NaN or +inf (the host rejects
-  // those; a -inf sum only means a -inf logit).
-  std::vector<int32_t> ids = {token};
-  const int64_t k = std::min<int64_t>(p.top_logprobs, vocab);
-  if (k > 0) {
-    std::vector<int32_t> top = host_i32(ops::topk(raw, k).indices);
-    ids.insert(ids.end(), top.begin(), top.end());
-  }
-  Tensor packed = ops::concat({gather(ops::log_softmax(raw), ids), ops::sum(raw, 0).view({1})}, 0);
-  std::vector<float> got = packed.to(Device::cpu()).to_f32_vector();
-  const float row_sum = got.back();
-  if (std::isnan(row_sum) || row_sum == INFINITY) return false;
   out.token = token;
-  out.logprob = got[0];
+  out.logprob = logprob;
   out.top_logprobs.clear();
-  for (int64_t i = 0; i < k; ++i) out.top_logprobs.emplace_back(ids[1 + i], got[1 + i]);
+  for (int64_t i = 0; i < k_top; ++i)
+    out.top_logprobs.emplace_back(static_cast<int32_t>(got[at_top + i]), got[at_top_lp + i]);
   return true;
 }
 

@@ -279,6 +279,16 @@ TEST(Reduce, DrawIndexWalksTheCdfInIdOrder) {
   EXPECT_NE(message([&] { ops::draw_index(Tensor::empty({0}, Dtype::f32), 0.0f, 0.5f); })
                 .find("expected 1 to 8388607 logits, got 0"),
             std::string::npos);
+  // The max as a tensor (as topk gives it): the same ids; one that is not finite draws the last id.
+  for (float u : {0.0f, 0.3f, 0.9f}) {
+    EXPECT_EQ(ops::draw_index(row, Tensor::full({1}, h, Dtype::f32), u).item<int32_t>(), draw(u)) << u;
+  }
+  for (float bad : {NAN, INFINITY, -INFINITY}) {
+    EXPECT_EQ(ops::draw_index(row, Tensor::full({1}, bad, Dtype::f32), 0.5f).item<int32_t>(), 4) << bad;
+  }
+  EXPECT_NE(message([&] { ops::draw_index(row, Tensor::full({2}, h, Dtype::f32), 0.5f); })
+                .find("[draw_index] expected the max as one f32 on cpu, got f32 [2] on cpu"),
+            std::string::npos);
 }
 
 }  // namespace

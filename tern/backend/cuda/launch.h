@@ -102,9 +102,10 @@ void launch_argmax(Dtype dt, const void* x, int32_t* out, int64_t outer, int64_t
 size_t topk_workspace_bytes(int64_t outer, int64_t n, int64_t inner, int64_t k);
 void launch_topk(Dtype dt, const void* x, void* values, int32_t* indices, int64_t outer, int64_t n, int64_t inner,
                  int64_t k, void* workspace, cudaStream_t s);
-// ops::draw_index over f32 logits [n]: *out = the drawn id. workspace: draw_workspace_bytes(n) bytes.
+// ops::draw_index over f32 logits [n] whose max is *max_logit (device): *out = the drawn id (n - 1 for a
+// max that is not finite). workspace: draw_workspace_bytes(n) bytes.
 size_t draw_workspace_bytes(int64_t n);
-void launch_draw_index(const float* logits, int64_t n, float max_logit, float u, void* workspace, int32_t* out,
+void launch_draw_index(const float* logits, int64_t n, const float* max_logit, float u, void* workspace, int32_t* out,
                        cudaStream_t s);
 
 // index.cu: out[i, :] = table[ids[i], :] converted; an id outside [0, V) writes zeros and sets *bad.

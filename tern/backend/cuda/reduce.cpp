@@ -71,11 +71,12 @@ void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices) 
               ws ? workspace.data_ptr() : nullptr, stream());
 }
 
-void draw_index(const Tensor& logits, float max_logit, float u, Tensor& out) {
+void draw_index(const Tensor& logits, const Tensor& max_logit, float u, Tensor& out) {
   check_cuda(logits, "draw_index");
   const int64_t n = logits.numel();
   Tensor workspace = Tensor::empty({static_cast<int64_t>(draw_workspace_bytes(n))}, Dtype::u8, logits.device());
-  launch_draw_index(logits.data<float>(), n, max_logit, u, workspace.data_ptr(), out.data<int32_t>(), stream());
+  launch_draw_index(logits.data<float>(), n, max_logit.data<float>(), u, workspace.data_ptr(), out.data<int32_t>(),
+                    stream());
 }
 
 }  // namespace tern::cuda

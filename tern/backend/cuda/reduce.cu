@@ -136,7 +136,7 @@ size_t draw_workspace_bytes(int64_t n) {
   return static_cast<size_t>((n + kernels::kDrawChunk - 1) / kernels::kDrawChunk) * sizeof(uint64_t);
 }
 
-void launch_draw_index(const float* logits, int64_t n, float max_logit, float u, void* workspace, int32_t* out,
+void launch_draw_index(const float* logits, int64_t n, const float* max_logit, float u, void* workspace, int32_t* out,
                        cudaStream_t s) {
   const auto chunks = static_cast<int>((n + kernels::kDrawChunk - 1) / kernels::kDrawChunk);
   auto* sums = static_cast<uint64_t*>(workspace);

@@ -57,9 +57,14 @@ __device__ __forceinline__ uint64_t block_exclusive_u64(uint64_t v, uint64_t* to
   return before + incl - v;
 }
 
-__global__ void __launch_bounds__(256) draw_sums_kernel(const float* __restrict__ logits, int64_t n, float max_logit,
-                                                        uint64_t* __restrict__ sums) {
+__global__ void __launch_bounds__(256) draw_sums_kernel(const float* __restrict__ logits, int64_t n,
+                                                        const float* __restrict__ max_ptr, uint64_t* __restrict__ sums) {
   grid_dependency_wait();
+  const float max_logit = *max_ptr;
+  if (!isfinite(max_logit)) {  // the pick writes n - 1
+    if (threadIdx.x == 0) sums[blockIdx.x] = 0;
+    return;
+  }
   const int64_t lo = int64_t(blockIdx.x) * kDrawChunk;
   const int64_t hi = lo + kDrawChunk < n ? lo + kDrawChunk : n;
   uint64_t s = 0;
@@ -71,10 +76,15 @@ __global__ void __launch_bounds__(256) draw_sums_kernel(const float* __restrict_
 
 // One block of kDrawPickThreads; chunks = ceil(n / kDrawChunk) <= 4 * kDrawPickThreads.
 __global__ void __launch_bounds__(kDrawPickThreads) draw_pick_kernel(const float* __restrict__ logits, int64_t n,
-                                                                     float max_logit, float u,
+                                                                     const float* __restrict__ max_ptr, float u,
                                                                      const uint64_t* __restrict__ sums, int chunks,
                                                                      int32_t* __restrict__ out) {
   grid_dependency_wait();
+  const float max_logit = *max_ptr;
+  if (!isfinite(max_logit)) {
+    if (threadIdx.x == 0) *out = static_cast<int32_t>(n - 1);
+    return;
+  }
   __shared__ int64_t s_chunk;
   __shared__ uint64_t s_base;
   __shared__ int32_t s_id;
@@ -95,7 +105,7 @@ __global__ void __launch_bounds__(kDrawPickThreads) draw_pick_kernel(const float
     before += part[j];
   }
   __syncthreads();
-  if (s_chunk < 0) {  // only when max_logit is not the row's max
+  if (s_chunk < 0) {  // only when the max is not the row's max
     if (threadIdx.x == 0) *out = s_id;
     return;
   }
