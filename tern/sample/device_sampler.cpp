@@ -244,6 +244,7 @@ bool DeviceSampler::sample_on_device(const Tensor& raw, std::span<const int32_t>
     token = draw_candidate(kept, rng.uniform());
     const float* ids = &got[at_ids];
     const int64_t pos = std::find(ids, ids + k, static_cast<float>(token)) - ids;
+    TERN_ASSERT(pos < k, "the drawn token {} is not among the {} candidates", token, k);
     logprob = got[at_lps + static_cast<size_t>(pos)];
   }
   out.token = token;

@@ -170,9 +170,15 @@ int64_t top_p_walk(std::vector<Candidate>& cands, float m, double target, bool c
     for (const Candidate& c : cands) lowest = std::min(lowest, c.logit);
     known_bins = bin_of(lowest);
   }
+  if (!weights) {  // the exps in one vectorisable pass over a reused buffer
+    thread_local std::vector<float> own;
+    own.resize(cands.size());
+    for (size_t i = 0; i < cands.size(); ++i) own[i] = cands[i].logit;
+    for (size_t i = 0; i < cands.size(); ++i) own[i] = exp_f32(own[i] - m);
+    weights = &own;
+  }
   std::vector<double> bin_mass(kTopPBins, 0.0);
-  for (size_t i = 0; i < cands.size(); ++i)
-    bin_mass[bin_of(cands[i].logit)] += weights ? (*weights)[i] : exp_f32(cands[i].logit - m);
+  for (size_t i = 0; i < cands.size(); ++i) bin_mass[bin_of(cands[i].logit)] += (*weights)[i];
   int cross = 0;
   double before = 0.0;
   while (cross < kTopPBins - 1 && before + bin_mass[cross] < target) {
