@@ -26,11 +26,11 @@ class DeviceSampler {
   // [vocab] or [1, vocab] on a CUDA device or the CPU (CPU rows go to Sampler unless
   // device_path_on_cpu). history: prompt + generated ids, for the penalties. Copies O(history + K +
   // top_logprobs) values to the host, in one copy (two with penalties or bias; temperature with no
-  // top-k, top-p or min-p draws on the device: ops::draw_index); falls back to copying the whole row (counted by full_row_copies) when
-  // the candidates cannot decide the answer: top-p whose nucleus is not inside the kMaxCandidates
-  // best (or top_k > kMaxCandidates with top-p); min-p alone that does not cut inside them; and rows
-  // the host rejects (NaN, +inf, all -inf, history ids outside the vocab with penalties on), so the
-  // host raises its error.
+  // top-k, top-p or min-p draws on the device: ops::draw_index). Falls back to copying the whole row
+  // (counted by full_row_copies) when the candidates cannot decide the answer: top-p whose nucleus is
+  // not inside the kMaxCandidates best (or top_k > kMaxCandidates with top-p); min-p alone that does
+  // not cut inside them; and rows the host rejects (NaN, +inf, all -inf, history ids outside the
+  // vocab with penalties on), so the host raises its error.
   Sampler::Result sample(const Tensor& logits, std::span<const int32_t> history = {});
 
   const SamplingParams& params() const { return host_.params(); }
