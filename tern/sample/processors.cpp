@@ -323,43 +323,12 @@ std::vector<Candidate> warp(std::span<const float> logits, const SamplingParams&
 namespace {
 
 // draw_row for a row whose max m candidate_max has checked: draw_candidate's rule over the whole row
-// (a -inf logit weighs 0). The exps go through a chunk buffer so they vectorise (the conversion to
-// integer weights does not); the walk skips whole chunks by their sums.
+// (a -inf logit weighs 0).
 int32_t draw_checked_row(std::span<const float> logits, float m, float u) {
   TERN_CHECK(u >= 0.0f && u < 1.0f, "[sample] expected u in [0, 1), got {}", u);
-  const size_t n = logits.size();
-  TERN_CHECK(static_cast<int64_t>(n) < kDrawMaxIds, "[sample] expected fewer than {} logits, got {}", kDrawMaxIds, n);
-  constexpr size_t kChunk = 1024;
-  float e[kChunk];
-  auto exps = [&](size_t c, size_t len) {
-    for (size_t i = 0; i < len; ++i) e[i] = exp_f32(logits[c + i] - m);
-  };
-  std::vector<uint64_t> sums((n + kChunk - 1) / kChunk);
-  uint64_t total = 0;
-  for (size_t k = 0; k < sums.size(); ++k) {
-    const size_t c = k * kChunk, len = std::min(kChunk, n - c);
-    exps(c, len);
-    uint64_t s = 0;
-    for (size_t i = 0; i < len; ++i) s += draw_weight_of(e[i]);
-    sums[k] = s;
-    total += s;
-  }
-  const uint64_t target = draw_target(u, total);
-  uint64_t cum = 0;
-  for (size_t k = 0; k < sums.size(); ++k) {
-    if (target >= cum + sums[k]) {
-      cum += sums[k];
-      continue;
-    }
-    const size_t c = k * kChunk, len = std::min(kChunk, n - c);
-    exps(c, len);
-    for (size_t i = 0; i < len; ++i) {
-      cum += draw_weight_of(e[i]);
-      if (target < cum) return static_cast<int32_t>(c + i);
-    }
-  }
-  TERN_ASSERT(false, "the draw's target {} is not below its total {}", target, total);
-  return 0;
+  const auto n = static_cast<int64_t>(logits.size());
+  TERN_CHECK(n < kDrawMaxIds, "[sample] expected fewer than {} logits, got {}", kDrawMaxIds, n);
+  return static_cast<int32_t>(draw_row_index(logits.data(), n, m, u));
 }
 
 }  // namespace

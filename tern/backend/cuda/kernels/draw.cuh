@@ -32,7 +32,7 @@ __device__ __forceinline__ float exp_f32_ieee(float x) {
 }
 
 __device__ __forceinline__ uint64_t draw_weight_dev(float logit, float max_logit) {
-  return static_cast<uint64_t>(__float2ll_rz(__fmul_rn(exp_f32_ieee(__fsub_rn(logit, max_logit)), 0x1p40f)));  // draw_weight
+  return static_cast<uint64_t>(__float2ll_rz(__fmul_rn(exp_f32_ieee(__fsub_rn(logit, max_logit)), 0x1p40f)));  // draw_weight_of
 }
 
 // Block-wide exclusive prefix sum of v in thread order; *total gets the block's sum. Every thread calls it.
