@@ -182,6 +182,12 @@ Sampler::Result DeviceSampler::sample(const Tensor& logits, std::span<const int3
   return host_.sample(raw.to(Device::cpu()), history);
 }
 
+const Tensor& DeviceSampler::temperature(Device device) {
+  if (!temperature_.defined() || temperature_.device() != device)
+    temperature_ = Tensor::full({1}, host_.params().temperature, Dtype::f32).to(device);
+  return temperature_;
+}
+
 bool DeviceSampler::sample_on_device(const Tensor& raw, std::span<const int32_t> history, Sampler::Result& out) {
   const SamplingParams& p = host_.params();
   const int64_t vocab = raw.numel();
@@ -206,8 +212,8 @@ bool DeviceSampler::sample_on_device(const Tensor& raw, std::span<const int32_t>
   std::vector<float> got;
   int32_t token = 0;
   float logprob = 0.0f;
-  const bool warpers = p.top_k > 0 || p.top_p < 1.0f || p.min_p > 0.0f;
-  if (p.temperature == 0.0f || !warpers) {
+  if (p.temperature != 0.0f && p.temperature != 1.0f) work = ops::div(work, temperature(raw.device()));
+  if (p.temperature == 0.0f || !has_warper(p)) {
     // Greedy: the device argmax, whose processed logit must be finite (+inf: the host rejects it; -inf:
     // the whole row is). Temperature alone: the row draw on the device by the host's integer rule, from
     // the row's max (NaN and +inf rank above every number in topk; -inf means the whole row is). Its
@@ -217,7 +223,6 @@ bool DeviceSampler::sample_on_device(const Tensor& raw, std::span<const int32_t>
       tok = ops::argmax(work);
       check = gather_at(work, tok);
     } else {
-      if (p.temperature != 1.0f) work = ops::div(work, Tensor::full({1}, p.temperature, Dtype::f32).to(raw.device()));
       check = ops::topk(work, 1).values;
       tok = ops::draw_index(work, check, rng.uniform());
     }
@@ -228,7 +233,6 @@ bool DeviceSampler::sample_on_device(const Tensor& raw, std::span<const int32_t>
     logprob = got[at_lp];
     if (std::isnan(got[at_sum]) || got[at_sum] == INFINITY) return false;
   } else {
-    if (p.temperature != 1.0f) work = ops::div(work, Tensor::full({1}, p.temperature, Dtype::f32).to(raw.device()));
     const int64_t k = warp_candidates(p, vocab);
     const ops::TopK best = ops::topk(work, k);
     const size_t at_values = pack.add(best.values), at_ids = pack.add(best.indices);

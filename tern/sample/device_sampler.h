@@ -43,12 +43,15 @@ class DeviceSampler {
  private:
   // The result from the device row (contiguous [vocab]), or false when the host must decide.
   bool sample_on_device(const Tensor& raw, std::span<const int32_t> history, Sampler::Result& out);
+  // The temperature as f32 [1] on device, uploaded once (not for every token).
+  const Tensor& temperature(Device device);
 
   Sampler host_;
   bool device_path_on_cpu_;
   int64_t validated_vocab_ = 0;
   int64_t device_calls_ = 0;
   int64_t full_row_copies_ = 0;
+  Tensor temperature_;
 };
 
 }  // namespace tern

@@ -339,7 +339,7 @@ int32_t draw_row(std::span<const float> logits, float u) {
 
 int32_t warp_and_draw(std::span<const float> logits, const SamplingParams& params, Rng& rng) {
   // The row is checked before the draw takes its word, so a rejected row consumes none.
-  if (params.top_k <= 0 && params.top_p >= 1.0f && params.min_p <= 0.0f) {
+  if (!has_warper(params)) {
     const float m = candidate_max(logits);  // its own statement: before the word is drawn
     return draw_checked_row(logits, m, rng.uniform());
   }

@@ -87,6 +87,10 @@ std::vector<Candidate> min_p_candidates(std::span<const float> logits, float min
 
 // The warpers in order: make_candidates, then top-k, top-p, min-p as params ask. Non-empty result.
 std::vector<Candidate> warp(std::span<const float> logits, const SamplingParams& params);
+// Whether params turn any warper on (top_k > 0, top_p < 1 or min_p > 0); without one a row is drawn whole.
+inline bool has_warper(const SamplingParams& params) {
+  return params.top_k > 0 || params.top_p < 1.0f || params.min_p > 0.0f;
+}
 
 // make_candidates then draw_candidate(u) for a whole row (no warper): the same token and the same
 // errors, without a candidate list.
