@@ -22,6 +22,13 @@ Split split_at(const Tensor& x, int dim) {
   return s;
 }
 
+// Scratch of `bytes` on x's device, kept alive by `keep`; nullptr when none is needed.
+void* scratch(size_t bytes, const Tensor& x, Tensor& keep) {
+  if (bytes == 0) return nullptr;
+  keep = Tensor::empty({static_cast<int64_t>(bytes)}, Dtype::u8, x.device());
+  return keep.data_ptr();
+}
+
 }  // namespace
 
 void softmax(const Tensor& x, int dim, bool log, Tensor& out) {
@@ -29,10 +36,9 @@ void softmax(const Tensor& x, int dim, bool log, Tensor& out) {
   if (x.numel() == 0) return;
   Tensor xc = x.contiguous();
   Split s = split_at(xc, dim);
-  const size_t ws = s.inner == 1 ? row_workspace_bytes(s.outer, s.n) : 0;
-  Tensor workspace = ws ? Tensor::empty({static_cast<int64_t>(ws)}, Dtype::u8, x.device()) : Tensor();
-  launch_softmax(xc.dtype(), xc.data_ptr(), out.data_ptr(), s.outer, s.n, s.inner, log,
-                 ws ? workspace.data_ptr() : nullptr, stream());
+  Tensor keep;
+  void* ws = scratch(s.inner == 1 ? row_workspace_bytes(s.outer, s.n) : 0, x, keep);
+  launch_softmax(xc.dtype(), xc.data_ptr(), out.data_ptr(), s.outer, s.n, s.inner, log, ws, stream());
 }
 
 void reduce(const Tensor& x, int dim, ops::ReduceOp op, Tensor& out) {
@@ -41,10 +47,9 @@ void reduce(const Tensor& x, int dim, ops::ReduceOp op, Tensor& out) {
   Tensor xc = x.contiguous();
   Split s = split_at(xc, dim);
   TERN_CHECK(s.n > 0, "[reduce] expected a non-empty dim {}, got shape {}", dim, shape_str(x.shape()));
-  const size_t ws = s.inner == 1 ? row_workspace_bytes(s.outer, s.n) : 0;
-  Tensor workspace = ws ? Tensor::empty({static_cast<int64_t>(ws)}, Dtype::u8, x.device()) : Tensor();
-  launch_reduce(xc.dtype(), static_cast<int>(op), xc.data_ptr(), out.data_ptr(), s.outer, s.n, s.inner,
-                ws ? workspace.data_ptr() : nullptr, stream());
+  Tensor keep;
+  void* ws = scratch(s.inner == 1 ? row_workspace_bytes(s.outer, s.n) : 0, x, keep);
+  launch_reduce(xc.dtype(), static_cast<int>(op), xc.data_ptr(), out.data_ptr(), s.outer, s.n, s.inner, ws, stream());
 }
 
 void argmax(const Tensor& x, int dim, Tensor& out) {
@@ -53,10 +58,9 @@ void argmax(const Tensor& x, int dim, Tensor& out) {
   Tensor xc = x.contiguous();
   Split s = split_at(xc, dim);
   TERN_CHECK(s.n > 0, "[argmax] expected a non-empty dim {}, got shape {}", dim, shape_str(x.shape()));
-  const size_t ws = s.inner == 1 ? argmax_workspace_bytes(s.outer, s.n) : 0;
-  Tensor workspace = ws ? Tensor::empty({static_cast<int64_t>(ws)}, Dtype::u8, x.device()) : Tensor();
-  launch_argmax(xc.dtype(), xc.data_ptr(), out.data<int32_t>(), s.outer, s.n, s.inner,
-                ws ? workspace.data_ptr() : nullptr, stream());
+  Tensor keep;
+  void* ws = scratch(s.inner == 1 ? argmax_workspace_bytes(s.outer, s.n) : 0, x, keep);
+  launch_argmax(xc.dtype(), xc.data_ptr(), out.data<int32_t>(), s.outer, s.n, s.inner, ws, stream());
 }
 
 void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices) {
@@ -65,18 +69,18 @@ void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices) 
   Tensor xc = x.contiguous();
   Split s = split_at(xc, dim);
   TERN_CHECK(k >= 0 && k <= s.n, "[topk] expected k in [0, {}], got {}", s.n, k);
-  const size_t ws = topk_workspace_bytes(s.outer, s.n, s.inner, k);
-  Tensor workspace = ws ? Tensor::empty({static_cast<int64_t>(ws)}, Dtype::u8, x.device()) : Tensor();
+  Tensor keep;
+  void* ws = scratch(topk_workspace_bytes(s.outer, s.n, s.inner, k), x, keep);
   launch_topk(xc.dtype(), xc.data_ptr(), values.data_ptr(), indices.data<int32_t>(), s.outer, s.n, s.inner, k,
-              ws ? workspace.data_ptr() : nullptr, stream());
+              ws, stream());
 }
 
 void draw_index(const Tensor& logits, const Tensor& max_logit, float u, Tensor& out) {
   check_cuda(logits, "draw_index");
   const int64_t n = logits.numel();
-  Tensor workspace = Tensor::empty({static_cast<int64_t>(draw_workspace_bytes(n))}, Dtype::u8, logits.device());
-  launch_draw_index(logits.data<float>(), n, max_logit.data<float>(), u, workspace.data_ptr(), out.data<int32_t>(),
-                    stream());
+  Tensor keep;
+  launch_draw_index(logits.data<float>(), n, max_logit.data<float>(), u, scratch(draw_workspace_bytes(n), logits, keep),
+                    out.data<int32_t>(), stream());
 }
 
 }  // namespace tern::cuda
