@@ -88,6 +88,7 @@ CompiledDecoder::Outputs CompiledDecoder::body() {
   Outputs o;
   Tensor logits = model_.forward_device(ids_, caches_, false);  // [B, 1, V]
   o.logits = logits.view({batch_, logits.size(-1)});
+  if (head_) o.head = head_(o.logits);
   Tensor best = ops::argmax(o.logits, -1);  // [B] i32
   Tensor ids = ids_.view({batch_});
   ids.copy_from(best);
@@ -98,6 +99,11 @@ CompiledDecoder::Outputs CompiledDecoder::body() {
   ops::binary_(positions_, one_, ops::BinaryOp::add);
   ops::binary_(lengths_, one_, ops::BinaryOp::add);
   return o;
+}
+
+void CompiledDecoder::set_head(std::function<Tensor(const Tensor& logits)> head) {
+  TERN_CHECK(!warm_, "[compiled_decode] expected set_head() before the first step");
+  head_ = std::move(head);
 }
 
 void CompiledDecoder::step() {

@@ -3,6 +3,7 @@
 // only those buffers. The step also leaves the greedy choice (argmax) and its log-probability on the
 // device, so a greedy loop copies one id per row to the host.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -32,6 +33,10 @@ class CompiledDecoder {
   void step();
   // Of the last step: logits [B, vocab] f32 on the device (valid until the next step).
   const Tensor& logits() const { return out_.logits; }
+  // A head run inside every step on its logits [B, vocab] (device work only: it is captured with the
+  // step, e.g. DeviceSampler::head); set before the first step. head_out(): its result of the last step.
+  void set_head(std::function<Tensor(const Tensor& logits)> head);
+  const Tensor& head_out() const { return out_.head; }
   // Of the last step, copied to the host: the argmax of each row (first index on ties) and its
   // log-probability under the logits.
   std::vector<int32_t> greedy_ids() const;
@@ -49,6 +54,7 @@ class CompiledDecoder {
   struct Outputs {
     Tensor logits;    // [B, vocab] f32
     Tensor logprobs;  // [B] f32
+    Tensor head;      // set_head's result
   };
   Outputs body();
 
@@ -60,6 +66,7 @@ class CompiledDecoder {
   Tensor positions_;  // [B] i32
   Tensor lengths_;    // [B] i32
   Tensor one_;        // [1] i32 = 1
+  std::function<Tensor(const Tensor&)> head_;
   DeviceStep step_;
   std::unique_ptr<GraphMemory> memory_;
   struct Captured {

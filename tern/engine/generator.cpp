@@ -83,11 +83,16 @@ GenerateResult generate(const Model& model, const std::vector<int32_t>& prompt, 
   if (options.compiled_decode && options.max_tokens > 1 && CompiledDecoder::supported(model, caches))
     compiled = std::make_unique<CompiledDecoder>(model, caches, n + options.max_tokens);
   const bool device_greedy = compiled && plain_greedy(options.sampling);
+  // Sampled steps without penalties or bias run the sampler's device part inside the step's graph.
+  const bool graph_head = compiled && !device_greedy && DeviceSampler::head_supported(options.sampling);
+  if (graph_head) compiled->set_head([&](const Tensor& l) { return sampler.head(l.reshape({vocab})); });
   for (int64_t step = 0; step < options.max_tokens; ++step) {
     Sampler::Result s;
     if (device_greedy && step > 0) {
       s.token = compiled->greedy_ids()[0];
       s.logprob = compiled->greedy_logprobs()[0];
+    } else if (graph_head && step > 0) {
+      s = sampler.finish(compiled->head_out(), compiled->logits().reshape({vocab}), history);
     } else {
       const Tensor& row = compiled && step > 0 ? compiled->logits() : logits;
       s = sampler.sample(row.reshape({vocab}), history);
@@ -108,6 +113,7 @@ GenerateResult generate(const Model& model, const std::vector<int32_t>& prompt, 
     if (compiled) {
       // After a step the device already holds its argmax as the next input.
       if (!(device_greedy && step > 0)) compiled->set_ids(std::span<const int32_t>(&s.token, 1));
+      if (graph_head) sampler.prepare(model.options().device);
       compiled->step();
     } else {
       logits = model.forward(ids_tensor(&s.token, 1), caches, false);

@@ -119,26 +119,40 @@ Tensor draw_index(const Tensor& logits, float max_logit, float u) {
   return draw_index(row, Tensor::full({1}, max_logit, Dtype::f32).to(row.device()), u);
 }
 
-Tensor draw_index(const Tensor& logits, const Tensor& max_logit, float u) {
-  Tensor row = checked_draw_row(logits, u);
-  TERN_CHECK(max_logit.defined() && max_logit.dtype() == Dtype::f32 && max_logit.numel() == 1 &&
-                 max_logit.device() == row.device(),
-             "[draw_index] expected the max as one f32 on {}, got {}", row.device().str(),
-             max_logit.defined() ? dtype_name(max_logit.dtype()) + std::string(" ") + shape_str(max_logit.shape()) +
-                                       " on " + max_logit.device().str()
-                                 : "none");
+namespace {
+void check_one_f32(const Tensor& t, const Tensor& row, const char* what) {
+  TERN_CHECK(t.defined() && t.dtype() == Dtype::f32 && t.numel() == 1 && t.device() == row.device(),
+             "[draw_index] expected {} as one f32 on {}, got {}", what, row.device().str(),
+             t.defined() ? dtype_name(t.dtype()) + std::string(" ") + shape_str(t.shape()) + " on " + t.device().str()
+                         : "none");
+}
+
+Tensor draw_on(const Tensor& row, const Tensor& max_logit, float u, const Tensor* u_dev) {
+  check_one_f32(max_logit, row, "the max");
+  if (u_dev) check_one_f32(*u_dev, row, "u");
   Tensor out = Tensor::empty({1}, Dtype::i32, row.device());
   if (row.device().is_cpu()) {
     const float m = max_logit.contiguous().data<float>()[0];
-    if (std::isfinite(m)) {
-      cpu::draw_index(row, m, u, out);
+    const float uu = u_dev ? u_dev->contiguous().data<float>()[0] : u;
+    if (std::isfinite(m) && uu >= 0.0f && uu < 1.0f) {
+      cpu::draw_index(row, m, uu, out);
     } else {
       out.data<int32_t>()[0] = static_cast<int32_t>(row.numel() - 1);
     }
   } else {
-    cuda::draw_index(row, max_logit.contiguous(), u, out);
+    const Tensor dev_u = u_dev ? u_dev->contiguous() : Tensor();
+    cuda::draw_index(row, max_logit.contiguous(), u, u_dev ? &dev_u : nullptr, out);
   }
   return out;
+}
+}  // namespace
+
+Tensor draw_index(const Tensor& logits, const Tensor& max_logit, float u) {
+  return draw_on(checked_draw_row(logits, u), max_logit, u, nullptr);
+}
+
+Tensor draw_index(const Tensor& logits, const Tensor& max_logit, const Tensor& u) {
+  return draw_on(checked_draw_row(logits, 0.0f), max_logit, 0.0f, &u);
 }
 
 }  // namespace tern::ops

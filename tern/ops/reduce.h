@@ -26,6 +26,9 @@ Tensor draw_index(const Tensor& logits, float max_logit, float u);
 // The same with the max as f32 [1] on the row's device (ops::topk's first value), so nothing waits for
 // the host; a max that is not finite draws id n - 1 (the caller checks the max it fetches).
 Tensor draw_index(const Tensor& logits, const Tensor& max_logit, float u);
+// The same with u as f32 [1] on the row's device too (a captured step's word, uploaded before it runs);
+// a u outside [0, 1) draws id n - 1.
+Tensor draw_index(const Tensor& logits, const Tensor& max_logit, const Tensor& u);
 
 enum class ReduceOp { sum, mean, max };
 
@@ -44,5 +47,6 @@ void softmax(const Tensor& x, int dim, bool log, Tensor& out);
 void reduce(const Tensor& x, int dim, ops::ReduceOp op, Tensor& out);
 void argmax(const Tensor& x, int dim, Tensor& out);
 void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices);
-void draw_index(const Tensor& logits, const Tensor& max_logit, float u, Tensor& out);
+// u_dev: u on the device instead of u (nullptr: none).
+void draw_index(const Tensor& logits, const Tensor& max_logit, float u, const Tensor* u_dev, Tensor& out);
 }  // namespace tern::cuda

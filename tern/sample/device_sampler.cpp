@@ -36,7 +36,7 @@ class Pack {
     size_ += static_cast<size_t>(t.numel());
     return at;
   }
-  std::vector<float> fetch() const { return ops::concat(parts_, 0).to(Device::cpu()).to_f32_vector(); }
+  Tensor tensor() const { return ops::concat(parts_, 0); }
 
  private:
   std::vector<Tensor> parts_;
@@ -194,69 +194,124 @@ bool DeviceSampler::sample_on_device(const Tensor& raw, std::span<const int32_t>
   if (vocab >= (int64_t(1) << 24)) return false;  // ids travel as f32
   Tensor work;
   if (!apply_penalties(raw, history, p, work)) return false;
+  // Temperature alone takes its word before the row is checked; sample() rewinds the stream when the
+  // row falls back.
+  const bool direct_draw = p.temperature != 0.0f && !has_warper(p);
+  const float u = direct_draw ? host_.mutable_rng().uniform() : 0.0f;
+  Plan plan;
+  const Tensor packed = queue(raw, work, nullptr, u, plan);
+  return decide(plan, packed.to(Device::cpu()).to_f32_vector(), vocab, out);
+}
 
+Tensor DeviceSampler::queue(const Tensor& raw, Tensor work, const Tensor* u_dev, float u, Plan& plan) {
+  const SamplingParams& p = host_.params();
+  const int64_t vocab = raw.numel();
   // Everything the host needs comes back in one copy: what decides the token, the raw row's
   // log-softmax at every id the result may name, the raw row's sum (NaN or +inf exactly when the row
   // holds one; the host rejects those, while a -inf sum only means a -inf logit) and the top logprobs.
   const Tensor lsm = ops::log_softmax(raw);
   Pack pack;
-  const size_t at_sum = pack.add(ops::sum(raw, 0));
-  const int64_t k_top = std::min<int64_t>(p.top_logprobs, vocab);
-  size_t at_top = 0, at_top_lp = 0;
-  if (k_top > 0) {
-    const Tensor top = ops::topk(raw, k_top).indices;
-    at_top = pack.add(top);
-    at_top_lp = pack.add(gather_at(lsm, top));
+  plan.at_sum = pack.add(ops::sum(raw, 0));
+  plan.k_top = std::min<int64_t>(p.top_logprobs, vocab);
+  if (plan.k_top > 0) {
+    const Tensor top = ops::topk(raw, plan.k_top).indices;
+    plan.at_top = pack.add(top);
+    plan.at_top_lp = pack.add(gather_at(lsm, top));
   }
-  Rng& rng = host_.mutable_rng();
-  std::vector<float> got;
-  int32_t token = 0;
-  float logprob = 0.0f;
+  plan.direct = p.temperature == 0.0f || !has_warper(p);
   if (p.temperature != 0.0f && p.temperature != 1.0f) work = ops::div(work, temperature(raw.device()));
-  if (p.temperature == 0.0f || !has_warper(p)) {
+  if (plan.direct) {
     // Greedy: the device argmax, whose processed logit must be finite (+inf: the host rejects it; -inf:
     // the whole row is). Temperature alone: the row draw on the device by the host's integer rule, from
-    // the row's max (NaN and +inf rank above every number in topk; -inf means the whole row is). Its
-    // word is taken before the row is checked; sample() rewinds the stream when the row falls back.
+    // the row's max (NaN and +inf rank above every number in topk; -inf means the whole row is).
     Tensor tok, check;
     if (p.temperature == 0.0f) {
       tok = ops::argmax(work);
       check = gather_at(work, tok);
     } else {
       check = ops::topk(work, 1).values;
-      tok = ops::draw_index(work, check, rng.uniform());
+      tok = u_dev ? ops::draw_index(work, check, *u_dev) : ops::draw_index(work, check, u);
     }
-    const size_t at_tok = pack.add(tok), at_check = pack.add(check), at_lp = pack.add(gather_at(lsm, tok));
-    got = pack.fetch();
-    if (!std::isfinite(got[at_check])) return false;
-    token = static_cast<int32_t>(got[at_tok]);
-    logprob = got[at_lp];
-    if (std::isnan(got[at_sum]) || got[at_sum] == INFINITY) return false;
+    plan.at_tok = pack.add(tok), plan.at_check = pack.add(check), plan.at_lp = pack.add(gather_at(lsm, tok));
   } else {
-    const int64_t k = warp_candidates(p, vocab);
-    const ops::TopK best = ops::topk(work, k);
-    const size_t at_values = pack.add(best.values), at_ids = pack.add(best.indices);
-    const size_t at_lps = pack.add(gather_at(lsm, best.indices));
+    plan.k = warp_candidates(p, vocab);
+    const ops::TopK best = ops::topk(work, plan.k);
+    plan.at_values = pack.add(best.values), plan.at_ids = pack.add(best.indices);
+    plan.at_lps = pack.add(gather_at(lsm, best.indices));
     // log_softmax at the argmax is exactly -log(sum(exp(q - max))) as the device summed it.
-    const bool mass = warp_needs_mass(p) && k < vocab;
-    const size_t at_mass = mass ? pack.add(gather_at(ops::log_softmax(work), best.indices.narrow(0, 0, 1))) : 0;
-    got = pack.fetch();
-    const double log_mass = mass ? -static_cast<double>(got[at_mass]) : 0.0;
+    plan.mass = warp_needs_mass(p) && plan.k < vocab;
+    if (plan.mass) plan.at_mass = pack.add(gather_at(ops::log_softmax(work), best.indices.narrow(0, 0, 1)));
+  }
+  return pack.tensor();
+}
+
+bool DeviceSampler::decide(const Plan& plan, const std::vector<float>& got, int64_t vocab, Sampler::Result& out) {
+  const SamplingParams& p = host_.params();
+  int32_t token = 0;
+  float logprob = 0.0f;
+  if (plan.direct) {
+    if (!std::isfinite(got[plan.at_check])) return false;
+    token = static_cast<int32_t>(got[plan.at_tok]);
+    logprob = got[plan.at_lp];
+    if (std::isnan(got[plan.at_sum]) || got[plan.at_sum] == INFINITY) return false;
+  } else {
+    const int64_t k = plan.k;
+    const double log_mass = plan.mass ? -static_cast<double>(got[plan.at_mass]) : 0.0;
     std::vector<Candidate> kept;
-    if (!warp_from_best(&got[at_values], &got[at_ids], k, vocab, log_mass, p, kept)) return false;
-    if (std::isnan(got[at_sum]) || got[at_sum] == INFINITY) return false;
-    token = draw_candidate(kept, rng.uniform());
-    const float* ids = &got[at_ids];
+    if (!warp_from_best(&got[plan.at_values], &got[plan.at_ids], k, vocab, log_mass, p, kept)) return false;
+    if (std::isnan(got[plan.at_sum]) || got[plan.at_sum] == INFINITY) return false;
+    token = draw_candidate(kept, host_.mutable_rng().uniform());
+    const float* ids = &got[plan.at_ids];
     const int64_t pos = std::find(ids, ids + k, static_cast<float>(token)) - ids;
     TERN_ASSERT(pos < k, "the drawn token {} is not among the {} candidates", token, k);
-    logprob = got[at_lps + static_cast<size_t>(pos)];
+    logprob = got[plan.at_lps + static_cast<size_t>(pos)];
   }
   out.token = token;
   out.logprob = logprob;
   out.top_logprobs.clear();
-  for (int64_t i = 0; i < k_top; ++i)
-    out.top_logprobs.emplace_back(static_cast<int32_t>(got[at_top + i]), got[at_top_lp + i]);
+  for (int64_t i = 0; i < plan.k_top; ++i)
+    out.top_logprobs.emplace_back(static_cast<int32_t>(got[plan.at_top + i]), got[plan.at_top_lp + i]);
   return true;
+}
+
+bool DeviceSampler::head_supported(const SamplingParams& p) {
+  return p.temperature > 0.0f && p.logit_bias.empty() && p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+         p.frequency_penalty == 0.0f;
+}
+
+Tensor DeviceSampler::head(const Tensor& raw) {
+  TERN_CHECK(head_supported(host_.params()), "[sample] expected parameters without penalties or bias and a "
+             "temperature > 0 for a graph head");
+  TERN_CHECK(raw.dtype() == Dtype::f32 && raw.rank() == 1 && raw.numel() < (int64_t(1) << 24),
+             "[sample] expected a logits row f32 [vocab] of fewer than 2^24 ids, got {} {}", dtype_name(raw.dtype()),
+             shape_str(raw.shape()));
+  TERN_CHECK(head_u_.defined() && head_u_.device() == raw.device(),
+             "[sample] expected prepare() on the logits' device before a step with a sampler head");
+  return queue(raw, raw, &head_u_, 0.0f, head_plan_);
+}
+
+void DeviceSampler::prepare(Device device) {
+  const SamplingParams& p = host_.params();
+  Rng& rng = host_.mutable_rng();
+  head_start_ = rng.position();
+  if (!head_u_.defined() || head_u_.device() != device) head_u_ = Tensor::full({1}, 0.0f, Dtype::f32).to(device);
+  // Temperature alone draws on the device: its word is taken now (finish() rewinds on a fallback).
+  if (p.temperature != 1.0f) temperature(device);  // made now: a capture cannot upload
+  if (!has_warper(p)) head_u_.copy_from(Tensor::full({1}, rng.uniform(), Dtype::f32));
+}
+
+Sampler::Result DeviceSampler::finish(const Tensor& packed, const Tensor& raw, std::span<const int32_t> history) {
+  const int64_t vocab = raw.numel();
+  if (vocab != validated_vocab_) {
+    validate(host_.params(), vocab);
+    validated_vocab_ = vocab;
+  }
+  ++device_calls_;
+  Sampler::Result r;
+  if (decide(head_plan_, packed.to(Device::cpu()).to_f32_vector(), vocab, r)) return r;
+  host_.mutable_rng().seek(head_start_);
+  ++full_row_copies_;
+  return host_.sample(raw.to(Device::cpu()), history);
 }
 
 }  // namespace tern

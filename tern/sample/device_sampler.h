@@ -26,12 +26,23 @@ class DeviceSampler {
   // [vocab] or [1, vocab] on a CUDA device or the CPU (CPU rows go to Sampler unless
   // device_path_on_cpu). history: prompt + generated ids, for the penalties. Copies O(history + K +
   // top_logprobs) values to the host, in one copy (two with penalties or bias; temperature with no
-  // top-k, top-p or min-p draws on the device: ops::draw_index). Falls back to copying the whole row
-  // (counted by full_row_copies) when the candidates cannot decide the answer: top-p whose nucleus is
-  // not inside the kMaxCandidates best (or top_k > kMaxCandidates with top-p); min-p alone that does
-  // not cut inside them; and rows the host rejects (NaN, +inf, all -inf, history ids outside the
-  // vocab with penalties on), so the host raises its error.
+  // top-k, top-p or min-p draws on the device: ops::draw_index); falls back to copying the whole row (counted by full_row_copies) when
+  // the candidates cannot decide the answer: top-p whose nucleus is not inside the kMaxCandidates
+  // best (or top_k > kMaxCandidates with top-p); min-p alone that does not cut inside them; and rows
+  // the host rejects (NaN, +inf, all -inf, history ids outside the vocab with penalties on), so the
+  // host raises its error.
   Sampler::Result sample(const Tensor& logits, std::span<const int32_t> history = {});
+
+  // The sampler as a compiled decode graph's head (tern/engine/compiled_decode.h): for parameters
+  // without penalties or bias and temperature > 0, head() queues the device part of a sampled step
+  // (device work only, so it can be captured) and returns what the host needs, packed [n] f32.
+  // prepare(the logits' device) before each step the head runs in (temperature alone takes its word there and uploads
+  // it for the row draw); finish() on the step's packed values and logits row gives sample()'s
+  // result, falling back to the whole row as sample() does.
+  static bool head_supported(const SamplingParams& p);
+  Tensor head(const Tensor& raw);
+  void prepare(Device device);
+  Sampler::Result finish(const Tensor& packed, const Tensor& raw, std::span<const int32_t> history = {});
 
   const SamplingParams& params() const { return host_.params(); }
   // The random stream; its position() is the number of words drawn so far.
@@ -41,17 +52,35 @@ class DeviceSampler {
   int64_t full_row_copies() const { return full_row_copies_; }
 
  private:
+  // Where each piece of a step's packed values lies (the same for every step of one sampler).
+  struct Plan {
+    size_t at_sum = 0, at_top = 0, at_top_lp = 0;
+    int64_t k_top = 0;
+    bool direct = false;  // greedy or temperature alone: the token is chosen on the device
+    size_t at_tok = 0, at_check = 0, at_lp = 0;
+    int64_t k = 0;  // the warpers' candidates
+    bool mass = false;
+    size_t at_values = 0, at_ids = 0, at_lps = 0, at_mass = 0;
+  };
   // The result from the device row (contiguous [vocab]), or false when the host must decide.
   bool sample_on_device(const Tensor& raw, std::span<const int32_t> history, Sampler::Result& out);
   // The temperature as f32 [1] on device, uploaded once (not for every token).
   const Tensor& temperature(Device device);
+  // Queues the device part for raw (and work, raw after penalties) and returns the packed values;
+  // temperature alone draws with u_dev (f32 [1] on the device) when given, else with u.
+  Tensor queue(const Tensor& raw, Tensor work, const Tensor* u_dev, float u, Plan& plan);
+  // The host part on the fetched values; false when the host must decide from the whole row.
+  bool decide(const Plan& plan, const std::vector<float>& got, int64_t vocab, Sampler::Result& out);
 
   Sampler host_;
   bool device_path_on_cpu_;
   int64_t validated_vocab_ = 0;
   int64_t device_calls_ = 0;
   int64_t full_row_copies_ = 0;
-  Tensor temperature_;
+  Plan head_plan_;
+  Tensor head_u_;             // f32 [1] on the device: temperature alone's word for the next head
+  Tensor temperature_;        // f32 [1] on the logits' device, made once (prepare() makes it before a capture)
+  uint64_t head_start_ = 0;  // the stream's position before prepare()
 };
 
 }  // namespace tern

@@ -16,6 +16,7 @@
 #include "tern/models/registry.h"
 #include "tern/ops/device.h"
 #include "tern/ops/reduce.h"
+#include "tern/sample/device_sampler.h"
 
 namespace tern {
 namespace {
@@ -141,6 +142,56 @@ TEST_F(CompiledDecode, NoCudaMallocOnceEveryBucketIsCaptured) {
   }
   EXPECT_EQ(cuda::allocator_stats().cuda_mallocs, before);
   EXPECT_EQ(dec.graphs(), 1u);
+}
+
+// The sampler as the graph's head: each captured step's packed values give the host sampler's answer on
+// the same logits (token, logprob, top logprobs, stream position) for temperature alone, Qwen3's
+// settings and top-p alone, across a span bucket; the sampled token is the next step's input.
+TEST_F(CompiledDecode, SamplerHeadGivesTheHostSamplersTokens) {
+  const Model& m = *model_;
+  const int64_t V = m.vocab_size();
+  struct Case {
+    const char* name;
+    float temperature;
+    int32_t top_k;
+    float top_p;
+    int32_t top_logprobs;
+  };
+  for (const Case& c : {Case{"temperature", 0.9f, 0, 1.0f, 0}, Case{"qwen3", 0.6f, 20, 0.95f, 2},
+                        Case{"top_p", 1.0f, 0, 0.8f, 0}}) {
+    SamplingParams p;
+    p.temperature = c.temperature, p.top_k = c.top_k, p.top_p = c.top_p, p.top_logprobs = c.top_logprobs;
+    p.seed = 77;
+    ASSERT_TRUE(DeviceSampler::head_supported(p));
+    CacheList caches = m.make_caches();
+    Tensor l0 = m.forward(random_ids(1, 250, V, 21), caches, false);
+    CompiledDecoder dec(m, caches, 280);
+    DeviceSampler device(p);
+    Sampler host(p);
+    dec.set_head([&](const Tensor& l) { return device.head(l.reshape({V})); });
+    Sampler::Result first = host.sample(l0.view({1, V}));
+    // The device sampler's stream follows the host's: its first token came from the host's copy.
+    (void)device.sample(l0.view({1, V}));
+    std::vector<int32_t> ids = {first.token};
+    dec.set_ids(ids);
+    for (int s = 0; s < 20; ++s) {
+      device.prepare(Device::cuda(0));
+      dec.step();
+      Sampler::Result got = device.finish(dec.head_out(), dec.logits().reshape({V}));
+      Sampler::Result want = host.sample(dec.logits().to(Device::cpu()).view({1, V}));
+      ASSERT_EQ(got.token, want.token) << c.name << " step " << s;
+      EXPECT_NEAR(got.logprob, want.logprob, 1e-5) << c.name << " step " << s;
+      ASSERT_EQ(got.top_logprobs.size(), want.top_logprobs.size());
+      for (size_t i = 0; i < want.top_logprobs.size(); ++i) {
+        EXPECT_EQ(got.top_logprobs[i].first, want.top_logprobs[i].first);
+        EXPECT_NEAR(got.top_logprobs[i].second, want.top_logprobs[i].second, 1e-5);
+      }
+      EXPECT_EQ(device.rng().position(), host.rng().position()) << c.name << " step " << s;
+      ids = {got.token};
+      dec.set_ids(ids);
+    }
+    EXPECT_GE(dec.graphs(), 2u) << "the steps crossed a span bucket";
+  }
 }
 
 TEST_F(CompiledDecode, GenerateGivesTheSameGreedyTokensWithAndWithoutGraphs) {

@@ -81,3 +81,47 @@ TEST(DeviceSampler, RejectsWhatSamplerRejects) {
 
 }  // namespace
 }  // namespace tern
+
+namespace tern {
+namespace {
+
+// The sampler as a graph head, run through the CPU ops: prepare, head, finish give Sampler's answer on
+// the same rows (token, logprob, top logprobs, stream position) for every head-capable case, and a
+// row the host rejects falls back to Sampler's error with the stream rewound.
+TEST(DeviceSampler, HeadMatchesSampler) {
+  const int64_t vocab = 3000;
+  int cases = 0;
+  for (const testing::DeviceSamplerCase& c : testing::device_sampler_cases(vocab)) {
+    if (!DeviceSampler::head_supported(c.params)) continue;
+    ++cases;
+    for (int seed = 0; seed < 20; ++seed) {
+      SamplingParams p = c.params;
+      p.seed = 500u + static_cast<uint64_t>(seed);
+      Sampler host(p);
+      DeviceSampler device(p, true);
+      for (int step = 0; step < 3; ++step) {
+        const std::vector<float> row = device_sampler_row(vocab, static_cast<uint32_t>(seed * 5 + step), step == 1);
+        Tensor t = Tensor::from_vector(row, {vocab});
+        device.prepare(Device::cpu());
+        Tensor packed = device.head(t);
+        const std::string where = c.name + " seed " + std::to_string(seed) + " step " + std::to_string(step);
+        testing::expect_same_result(host.sample(t), device.finish(packed, t), where);
+        EXPECT_EQ(host.rng().position(), device.rng().position()) << where;
+      }
+    }
+  }
+  EXPECT_GE(cases, 5);
+  SamplingParams p;
+  p.temperature = 1.0f;
+  DeviceSampler d(p, true);
+  std::vector<float> row = device_sampler_row(vocab, 9, true);
+  row[17] = NAN;
+  Tensor bad = Tensor::from_vector(row, {vocab});
+  d.prepare(Device::cpu());
+  Tensor packed = d.head(bad);
+  EXPECT_THROW(d.finish(packed, bad), Error);
+  EXPECT_EQ(d.rng().position(), 0u);
+}
+
+}  // namespace
+}  // namespace tern

@@ -105,8 +105,9 @@ void launch_topk(Dtype dt, const void* x, void* values, int32_t* indices, int64_
 // ops::draw_index over f32 logits [n] whose max is *max_logit (device): *out = the drawn id (n - 1 for a
 // max that is not finite). workspace: draw_workspace_bytes(n) bytes.
 size_t draw_workspace_bytes(int64_t n);
-void launch_draw_index(const float* logits, int64_t n, const float* max_logit, float u, void* workspace, int32_t* out,
-                       cudaStream_t s);
+// u_dev: u read on the device instead of u (nullptr: none; a u outside [0, 1) draws n - 1).
+void launch_draw_index(const float* logits, int64_t n, const float* max_logit, float u, const float* u_dev,
+                       void* workspace, int32_t* out, cudaStream_t s);
 
 // index.cu: out[i, :] = table[ids[i], :] converted; an id outside [0, V) writes zeros and sets *bad.
 void launch_embedding(Dtype table_dt, const void* table, int64_t V, int64_t D, Dtype id_dt, const void* ids,

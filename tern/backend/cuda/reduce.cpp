@@ -75,12 +75,12 @@ void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices) 
               ws, stream());
 }
 
-void draw_index(const Tensor& logits, const Tensor& max_logit, float u, Tensor& out) {
+void draw_index(const Tensor& logits, const Tensor& max_logit, float u, const Tensor* u_dev, Tensor& out) {
   check_cuda(logits, "draw_index");
   const int64_t n = logits.numel();
   Tensor keep;
-  launch_draw_index(logits.data<float>(), n, max_logit.data<float>(), u, scratch(draw_workspace_bytes(n), logits, keep),
-                    out.data<int32_t>(), stream());
+  launch_draw_index(logits.data<float>(), n, max_logit.data<float>(), u, u_dev ? u_dev->data<float>() : nullptr,
+                    scratch(draw_workspace_bytes(n), logits, keep), out.data<int32_t>(), stream());
 }
 
 }  // namespace tern::cuda

@@ -136,12 +136,12 @@ size_t draw_workspace_bytes(int64_t n) {
   return static_cast<size_t>((n + kernels::kDrawChunk - 1) / kernels::kDrawChunk) * sizeof(uint64_t);
 }
 
-void launch_draw_index(const float* logits, int64_t n, const float* max_logit, float u, void* workspace, int32_t* out,
-                       cudaStream_t s) {
+void launch_draw_index(const float* logits, int64_t n, const float* max_logit, float u, const float* u_dev,
+                       void* workspace, int32_t* out, cudaStream_t s) {
   const auto chunks = static_cast<int>((n + kernels::kDrawChunk - 1) / kernels::kDrawChunk);
   auto* sums = static_cast<uint64_t*>(workspace);
   launch_kernel(kernels::draw_sums_kernel, static_cast<unsigned>(chunks), 256, 0, s, logits, n, max_logit, sums);
-  launch_kernel(kernels::draw_pick_kernel, 1u, kernels::kDrawPickThreads, 0, s, logits, n, max_logit, u,
+  launch_kernel(kernels::draw_pick_kernel, 1u, kernels::kDrawPickThreads, 0, s, logits, n, max_logit, u, u_dev,
                 static_cast<const uint64_t*>(sums), chunks, out);
 }
 

@@ -7,6 +7,6 @@ void softmax(const Tensor&, int, bool, Tensor&) { TERN_THROW("[softmax] needs a 
 void reduce(const Tensor&, int, ops::ReduceOp, Tensor&) { TERN_THROW("[reduce] needs a CUDA build"); }
 void argmax(const Tensor&, int, Tensor&) { TERN_THROW("[argmax] needs a CUDA build"); }
 void topk(const Tensor&, int64_t, int, Tensor&, Tensor&) { TERN_THROW("[topk] needs a CUDA build"); }
-void draw_index(const Tensor&, const Tensor&, float, Tensor&) { TERN_THROW("[draw_index] needs a CUDA build"); }
+void draw_index(const Tensor&, const Tensor&, float, const Tensor*, Tensor&) { TERN_THROW("[draw_index] needs a CUDA build"); }
 
 }  // namespace tern::cuda

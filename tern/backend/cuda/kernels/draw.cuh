@@ -76,12 +76,14 @@ __global__ void __launch_bounds__(256) draw_sums_kernel(const float* __restrict_
 
 // One block of kDrawPickThreads; chunks = ceil(n / kDrawChunk) <= 4 * kDrawPickThreads.
 __global__ void __launch_bounds__(kDrawPickThreads) draw_pick_kernel(const float* __restrict__ logits, int64_t n,
-                                                                     const float* __restrict__ max_ptr, float u,
+                                                                     const float* __restrict__ max_ptr, float u_arg,
+                                                                     const float* __restrict__ u_ptr,
                                                                      const uint64_t* __restrict__ sums, int chunks,
                                                                      int32_t* __restrict__ out) {
   grid_dependency_wait();
   const float max_logit = *max_ptr;
-  if (!isfinite(max_logit)) {
+  const float u = u_ptr ? *u_ptr : u_arg;
+  if (!isfinite(max_logit) || !(u >= 0.0f && u < 1.0f)) {
     if (threadIdx.x == 0) *out = static_cast<int32_t>(n - 1);
     return;
   }
