@@ -15,7 +15,7 @@
 //                key-split counts, beside bf16; FILTER keeps the rows whose name contains it (for a profiler)
 //   --prefill: the copy ceiling and the flash prefill kernel at the head shapes of Qwen3-8B, Qwen3-0.6B,
 //              Qwen3.5-9B and Gemma 4 (its sliding and full layers), causal, over 512-8,192 tokens
-//   --sampling: the copy ceiling and the device sampler's ops (top-k, the row draw, log_softmax, sum) on
+//   --sampling: the copy ceiling and the device sampler's ops (top-k, the row draw, the nucleus mask, log_softmax, sum) on
 //               one Qwen3 vocabulary row, GPU time and host wall time with the copy back
 #include <cuda_runtime_api.h>
 
@@ -181,6 +181,17 @@ int main(int argc, char** argv) {
     row("draw_index", time_it([&] { ops::draw_index(x, 6.0f, 0.5f); }), 4.0 * x.numel(), 0);
     std::printf("%-44s %10.1f us wall\n", "  + the id to the host",
                 wall_us([&] { ops::draw_index(x, 6.0f, 0.5f).to(Device::cpu()); }));
+    // The nucleus mask on N(0, 1) logits (a flat row: tens of thousands of ids kept) and on a peaked one.
+    const Tensor mx = ops::topk(x, 1).values;
+    Tensor peaked = x.clone();
+    peaked.narrow(0, 1000, 4).copy_from(Tensor::full({4}, 20.0f, Dtype::f32));
+    const Tensor pmx = ops::topk(peaked, 1).values;
+    for (float top_p : {0.5f, 0.9f, 0.95f}) {
+      std::snprintf(name, sizeof name, "top_p_mask p=%.2f flat", top_p);
+      row(name, time_it([&] { ops::top_p_mask(x, mx, top_p); }), 8.0 * x.numel(), 0);
+      std::snprintf(name, sizeof name, "top_p_mask p=%.2f peaked", top_p);
+      row(name, time_it([&] { ops::top_p_mask(peaked, pmx, top_p); }), 8.0 * x.numel(), 0);
+    }
     row("log_softmax", time_it([&] { ops::log_softmax(x); }), 8.0 * x.numel(), 0);
     row("sum", time_it([&] { ops::sum(x, 0); }), 4.0 * x.numel(), 0);
     row("argmax", time_it([&] { ops::argmax(x); }), 4.0 * x.numel(), 0);

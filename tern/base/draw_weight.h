@@ -27,6 +27,19 @@ inline uint64_t draw_target(float u, uint64_t total) {
   return static_cast<uint64_t>((static_cast<unsigned __int128>(q) * total) >> 24);
 }
 
+// Top-p in the same integers: over the weights above (total their sum), a token in best-first order
+// (higher logit first, ties by lower id) is kept iff the weights before it sum below
+// top_p_target(top_p_fraction(top_p), total) = max(1, ceil(floor(top_p * 2^64) * total / 2^64)),
+// exact, so the first token is always kept. top_p in (0, 1]; 1 keeps every token of positive weight.
+inline uint64_t top_p_fraction(float top_p) {
+  return top_p >= 1.0f ? ~uint64_t(0) : static_cast<uint64_t>(static_cast<double>(top_p) * 0x1p64);
+}
+inline uint64_t top_p_target(uint64_t fraction, uint64_t total) {
+  const unsigned __int128 x = static_cast<unsigned __int128>(fraction) * total;
+  const auto t = static_cast<uint64_t>(x >> 64) + (static_cast<uint64_t>(x) != 0 ? 1 : 0);
+  return t > 0 ? t : 1;
+}
+
 // The draw over a whole row of n logits (n < kDrawMaxIds) whose max is max_logit: the exps go through
 // a chunk buffer so they vectorise (the conversion to integer weights does not), and the walk skips
 // whole chunks by their sums. Returns n - 1 if the target is not below the total (only when max_logit

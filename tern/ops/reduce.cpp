@@ -155,4 +155,18 @@ Tensor draw_index(const Tensor& logits, const Tensor& max_logit, const Tensor& u
   return draw_on(checked_draw_row(logits, 0.0f), max_logit, 0.0f, &u);
 }
 
+Tensor top_p_mask(const Tensor& logits, const Tensor& max_logit, float top_p, float min_gap) {
+  const Tensor row = checked_draw_row(logits, 0.0f);
+  check_one_f32(max_logit, row, "the max");
+  TERN_CHECK(top_p > 0.0f && top_p <= 1.0f, "[top_p_mask] expected top_p in (0, 1], got {}", top_p);
+  TERN_CHECK(!std::isnan(min_gap), "[top_p_mask] expected a min_gap that is not NaN");
+  Tensor out = Tensor::empty({row.numel()}, Dtype::f32, row.device());
+  if (row.device().is_cpu()) {
+    cpu::top_p_mask(row, max_logit.contiguous().data<float>()[0], top_p, min_gap, out);
+  } else {
+    cuda::top_p_mask(row, max_logit.contiguous(), top_p, min_gap, out);
+  }
+  return out;
+}
+
 }  // namespace tern::ops

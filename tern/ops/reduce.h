@@ -1,6 +1,8 @@
 // Reductions along one dim: softmax, log_softmax, sum, mean, max, argmax, top-k, and the sampler's
-// row draw. f32 math.
+// row draw and nucleus. f32 math.
 #pragma once
+#include <cmath>
+
 #include "tern/core/tensor.h"
 
 namespace tern::ops {
@@ -30,6 +32,13 @@ Tensor draw_index(const Tensor& logits, const Tensor& max_logit, float u);
 // a u outside [0, 1) draws id n - 1.
 Tensor draw_index(const Tensor& logits, const Tensor& max_logit, const Tensor& u);
 
+// The sampler's nucleus of a row (f32 [n], n < kDrawMaxIds): the row with every id it does not keep
+// set to -inf. Top-p by the integer rule of tern/base/draw_weight.h (top_p in (0, 1]; 1 keeps every
+// id), then min-p as !(logit - max < min_gap) in f32 (min_gap = log(min_p); -inf keeps every id).
+// max_logit: the row's max as f32 [1] on the row's device; the row must hold no NaN or +inf (the
+// sampler checks). A max that is not finite returns the row unchanged (the caller checks the max).
+Tensor top_p_mask(const Tensor& logits, const Tensor& max_logit, float top_p, float min_gap = -INFINITY);
+
 enum class ReduceOp { sum, mean, max };
 
 }  // namespace tern::ops
@@ -41,6 +50,7 @@ void reduce(const Tensor& x, int dim, ops::ReduceOp op, Tensor& out);
 void argmax(const Tensor& x, int dim, Tensor& out);
 void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices);
 void draw_index(const Tensor& logits, float max_logit, float u, Tensor& out);
+void top_p_mask(const Tensor& logits, float max_logit, float top_p, float min_gap, Tensor& out);
 }  // namespace tern::cpu
 namespace tern::cuda {
 void softmax(const Tensor& x, int dim, bool log, Tensor& out);
@@ -49,4 +59,5 @@ void argmax(const Tensor& x, int dim, Tensor& out);
 void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices);
 // u_dev: u on the device instead of u (nullptr: none).
 void draw_index(const Tensor& logits, const Tensor& max_logit, float u, const Tensor* u_dev, Tensor& out);
+void top_p_mask(const Tensor& logits, const Tensor& max_logit, float top_p, float min_gap, Tensor& out);
 }  // namespace tern::cuda

@@ -1,7 +1,8 @@
 // DeviceSampler: bias and penalties computed on the host for the touched ids and scattered into a
-// device copy; temperature, top-K candidates and the row mass on the device; warpers and the draw on
-// the host through the Sampler's own functions, so the same kept set gives the same token. With no
-// warper the draw itself runs on the device (ops::draw_index, the same integer rule as the host's).
+// device copy; temperature on the device. Without top-k the nucleus (ops::top_p_mask) and the draw
+// (ops::draw_index) run on the device by the host's integer rules. With top-k the device finds the K
+// candidates and the host warps and draws them through the Sampler's own functions, so the same kept
+// set gives the same token.
 #include "tern/sample/device_sampler.h"
 
 #include <algorithm>
@@ -18,12 +19,6 @@
 namespace tern {
 
 namespace {
-
-// Relative bound on the device row mass sum(exp(l - max)) against the host's f64 sum: the CUDA
-// log_softmax of a vocabulary row sums f32 terms per thread (16 of them in each chunk of 4,096), then
-// in a tree per chunk, then the chunks (at most 128), so its error stays near 1e-5 plus a few ulp of
-// expf / logf; 1e-4 leaves a margin (vocab up to ~1M).
-constexpr double kMassTol = 1e-4;
 
 // Device values for one copy to the host: f32 pieces, and i32 ids as f32 (exact below 2^24).
 class Pack {
@@ -101,18 +96,22 @@ bool apply_penalties(const Tensor& raw, std::span<const int32_t> history, const 
   return true;
 }
 
-// How many of q's best the warpers need on the device, and whether top-p then needs q's mass.
+// Whether the device draws the token itself: temperature with no top-k (the row draw, after the
+// nucleus mask when top-p or min-p is on). Its word is taken before the row is checked; a row that
+// falls back rewinds the stream.
+bool draws_on_device(const SamplingParams& p) { return p.temperature != 0.0f && p.top_k <= 0; }
+
+// How many of q's best the top-k warpers need on the device.
 int64_t warp_candidates(const SamplingParams& p, int64_t vocab) {
   const bool top_k_fits = p.top_k > 0 && p.top_k <= DeviceSampler::kMaxCandidates;
   return std::min<int64_t>(top_k_fits ? p.top_k : DeviceSampler::kMaxCandidates, vocab);
 }
-bool warp_needs_mass(const SamplingParams& p) { return p.top_k <= 0 && p.top_p < 1.0f; }
 
 // What warp() keeps from the processed row q (vocab ids), decided from its best candidates (values
-// best first, their ids) fetched from the device; log_mass: -log(sum(exp(q - max))) when
-// warp_needs_mass. False when they cannot decide it (or the host rejects q: +inf, all -inf).
-bool warp_from_best(const float* values, const float* ids, int64_t k, int64_t vocab, double log_mass,
-                    const SamplingParams& p, std::vector<Candidate>& out) {
+// best first, their ids) fetched from the device, for top_k > 0. False when they cannot decide it (or
+// the host rejects q: +inf, all -inf).
+bool warp_from_best(const float* values, const float* ids, int64_t k, int64_t vocab, const SamplingParams& p,
+                    std::vector<Candidate>& out) {
   const bool top_k_fits = p.top_k > 0 && p.top_k <= DeviceSampler::kMaxCandidates;
   std::vector<Candidate> cands;
   cands.reserve(static_cast<size_t>(k));
@@ -135,16 +134,9 @@ bool warp_from_best(const float* values, const float* ids, int64_t k, int64_t vo
     out = std::move(cands);
     return true;
   }
-  // Only the k best of a longer list (sorted best first). top_k > k here when set: the host keeps
-  // more than is held, so its top-p total is unknown.
-  if (p.top_p < 1.0f) {
-    if (p.top_k > 0) return false;
-    const double mass = std::exp(log_mass);
-    if (!top_p_filter_best(cands, p.top_p, mass * (1.0 - kMassTol), mass * (1.0 + kMassTol))) return false;
-    min_p_filter(cands, p.min_p);
-    out = std::move(cands);
-    return true;
-  }
+  // Only the k best of a longer list (sorted best first), top_k > k: the host keeps more than is
+  // held, so its top-p total is unknown.
+  if (p.top_p < 1.0f) return false;
   // min-p alone (after a top_k wider than the candidates): it cuts inside them when the weakest
   // fails, since every token outside has a logit <= the weakest's.
   if (p.min_p > 0.0f && cands.back().logit - cands.front().logit < std::log(p.min_p)) {
@@ -194,10 +186,7 @@ bool DeviceSampler::sample_on_device(const Tensor& raw, std::span<const int32_t>
   if (vocab >= (int64_t(1) << 24)) return false;  // ids travel as f32
   Tensor work;
   if (!apply_penalties(raw, history, p, work)) return false;
-  // Temperature alone takes its word before the row is checked; sample() rewinds the stream when the
-  // row falls back.
-  const bool direct_draw = p.temperature != 0.0f && !has_warper(p);
-  const float u = direct_draw ? host_.mutable_rng().uniform() : 0.0f;
+  const float u = draws_on_device(p) ? host_.mutable_rng().uniform() : 0.0f;
   Plan plan;
   const Tensor packed = queue(raw, work, nullptr, u, plan);
   return decide(plan, packed.to(Device::cpu()).to_f32_vector(), vocab, out);
@@ -218,18 +207,21 @@ Tensor DeviceSampler::queue(const Tensor& raw, Tensor work, const Tensor* u_dev,
     plan.at_top = pack.add(top);
     plan.at_top_lp = pack.add(gather_at(lsm, top));
   }
-  plan.direct = p.temperature == 0.0f || !has_warper(p);
+  plan.direct = p.temperature == 0.0f || draws_on_device(p);
   if (p.temperature != 0.0f && p.temperature != 1.0f) work = ops::div(work, temperature(raw.device()));
   if (plan.direct) {
     // Greedy: the device argmax, whose processed logit must be finite (+inf: the host rejects it; -inf:
-    // the whole row is). Temperature alone: the row draw on the device by the host's integer rule, from
-    // the row's max (NaN and +inf rank above every number in topk; -inf means the whole row is).
+    // the whole row is). Otherwise the row draw on the device by the host's integer rule, from the
+    // row's max (NaN and +inf rank above every number in topk; -inf means the whole row is), over the
+    // nucleus top-p and min-p keep (ops::top_p_mask, the host's integer top-p rule).
     Tensor tok, check;
     if (p.temperature == 0.0f) {
       tok = ops::argmax(work);
       check = gather_at(work, tok);
     } else {
       check = ops::topk(work, 1).values;
+      if (p.top_p < 1.0f || p.min_p > 0.0f)
+        work = ops::top_p_mask(work, check, p.top_p, p.min_p > 0.0f ? std::log(p.min_p) : -INFINITY);
       tok = u_dev ? ops::draw_index(work, check, *u_dev) : ops::draw_index(work, check, u);
     }
     plan.at_tok = pack.add(tok), plan.at_check = pack.add(check), plan.at_lp = pack.add(gather_at(lsm, tok));
@@ -238,9 +230,6 @@ Tensor DeviceSampler::queue(const Tensor& raw, Tensor work, const Tensor* u_dev,
     const ops::TopK best = ops::topk(work, plan.k);
     plan.at_values = pack.add(best.values), plan.at_ids = pack.add(best.indices);
     plan.at_lps = pack.add(gather_at(lsm, best.indices));
-    // log_softmax at the argmax is exactly -log(sum(exp(q - max))) as the device summed it.
-    plan.mass = warp_needs_mass(p) && plan.k < vocab;
-    if (plan.mass) plan.at_mass = pack.add(gather_at(ops::log_softmax(work), best.indices.narrow(0, 0, 1)));
   }
   return pack.tensor();
 }
@@ -256,9 +245,8 @@ bool DeviceSampler::decide(const Plan& plan, const std::vector<float>& got, int6
     if (std::isnan(got[plan.at_sum]) || got[plan.at_sum] == INFINITY) return false;
   } else {
     const int64_t k = plan.k;
-    const double log_mass = plan.mass ? -static_cast<double>(got[plan.at_mass]) : 0.0;
     std::vector<Candidate> kept;
-    if (!warp_from_best(&got[plan.at_values], &got[plan.at_ids], k, vocab, log_mass, p, kept)) return false;
+    if (!warp_from_best(&got[plan.at_values], &got[plan.at_ids], k, vocab, p, kept)) return false;
     if (std::isnan(got[plan.at_sum]) || got[plan.at_sum] == INFINITY) return false;
     token = draw_candidate(kept, host_.mutable_rng().uniform());
     const float* ids = &got[plan.at_ids];
@@ -295,9 +283,9 @@ void DeviceSampler::prepare(Device device) {
   Rng& rng = host_.mutable_rng();
   head_start_ = rng.position();
   if (!head_u_.defined() || head_u_.device() != device) head_u_ = Tensor::full({1}, 0.0f, Dtype::f32).to(device);
-  // Temperature alone draws on the device: its word is taken now (finish() rewinds on a fallback).
+  // A device draw's word is taken now (finish() rewinds on a fallback).
   if (p.temperature != 1.0f) temperature(device);  // made now: a capture cannot upload
-  if (!has_warper(p)) head_u_.copy_from(Tensor::full({1}, rng.uniform(), Dtype::f32));
+  if (draws_on_device(p)) head_u_.copy_from(Tensor::full({1}, rng.uniform(), Dtype::f32));
 }
 
 Sampler::Result DeviceSampler::finish(const Tensor& packed, const Tensor& raw, std::span<const int32_t> history) {

@@ -146,60 +146,40 @@ void top_k_filter(std::vector<Candidate>& cands, int32_t k) {
 
 namespace {
 
-// top_p_walk's histogram: bins 1/32 logit wide below the max m, the last one holding everything
+// The top-p walk's histogram: bins 1/32 logit wide below the max m, the last one holding everything
 // from 32 logits down (-inf included).
 constexpr int kTopPBins = 1024;
 inline int top_p_bin(float m, float logit) {
   return static_cast<int>(std::min((m - logit) * 32.0f, static_cast<float>(kTopPBins - 1)));
 }
 
-// top_p_filter's walk under a given nucleus mass `target` (top_p * total): moves the kept candidates
-// to the front and returns how many. complete: cands are the whole list. Otherwise cands are only the
-// best candidates of a longer list (every other logit <= the smallest here, so every histogram bin
-// above the smallest candidate's is whole here); returns -1 when the walk would need a bin or a
-// candidate that is not here. weights: exp(logit - m) of each candidate in cands' order, when the
-// caller has them (the same f32 values the walk would compute).
-int64_t top_p_walk(std::vector<Candidate>& cands, float m, double target, bool complete,
-                   const std::vector<float>* weights = nullptr) {
-  // Histogram of mass by distance below the max (bins 1/32 logit wide): candidates in bins before the
-  // one where the mass crosses top_p are kept unsorted; only the crossing bin is sorted and walked.
-  auto bin_of = [&](float logit) { return top_p_bin(m, logit); };
-  int known_bins = kTopPBins;
-  if (!complete) {
-    float lowest = m;
-    for (const Candidate& c : cands) lowest = std::min(lowest, c.logit);
-    known_bins = bin_of(lowest);
-  }
-  if (!weights) {  // the exps in one vectorisable pass over a reused buffer
-    thread_local std::vector<float> own;
-    own.resize(cands.size());
-    for (size_t i = 0; i < cands.size(); ++i) own[i] = cands[i].logit;
-    for (size_t i = 0; i < cands.size(); ++i) own[i] = exp_f32(own[i] - m);
-    weights = &own;
-  }
-  std::vector<double> bin_mass(kTopPBins, 0.0);
-  for (size_t i = 0; i < cands.size(); ++i) bin_mass[bin_of(cands[i].logit)] += (*weights)[i];
+// The first bin where the integer mass reaches target (the last bin if none does); before: the mass
+// of the bins above it.
+int crossing_bin(const std::vector<uint64_t>& bin_mass, uint64_t target, uint64_t& before) {
   int cross = 0;
-  double before = 0.0;
-  while (cross < kTopPBins - 1 && before + bin_mass[cross] < target) {
-    if (cross >= known_bins) return -1;
-    before += bin_mass[cross++];
-  }
-  if (cross >= known_bins) return -1;
+  before = 0;
+  while (cross < kTopPBins - 1 && before + bin_mass[cross] < target) before += bin_mass[cross++];
+  return cross;
+}
+
+// The top-p walk for cands that hold every candidate of bins <= cross (bins past it may be absent),
+// where cross is the crossing bin and before the mass of the bins above it: the candidates of the
+// bins above are kept unsorted; only the crossing bin is sorted and walked best first. A token is kept
+// iff the weight strictly before it is below target (HF removes ascending cumsum <= 1 - p); the walk
+// closes inside the crossing bin, whose mass reaches the target. Moves the kept ones to the front and
+// returns how many.
+size_t walk_crossing_bin(std::vector<Candidate>& cands, float m, int cross, uint64_t before, uint64_t target) {
+  auto bin_of = [&](float logit) { return top_p_bin(m, logit); };
   auto inner_end =
       std::partition(cands.begin(), cands.end(), [&](const Candidate& c) { return bin_of(c.logit) < cross; });
   auto cross_end =
       std::partition(inner_end, cands.end(), [&](const Candidate& c) { return bin_of(c.logit) == cross; });
-  // Walk the crossing bin best first; past it (only if f64 rounding left the nucleus open) the rest,
-  // sorted only then: a walk that closes at the bin's end must not sort the whole tail first.
-  // A token is kept iff the mass strictly before it is < top_p (HF removes ascending cumsum <= 1 - p).
   std::sort(inner_end, cross_end, better_candidate);
-  for (auto it = inner_end; it != cands.end(); ++it) {
-    if (it != cands.begin() && before >= target) return it - cands.begin();
-    if (it == cross_end) std::sort(cross_end, cands.end(), better_candidate);
-    before += exp_f32(it->logit - m);
+  for (auto it = inner_end; it != cross_end; ++it) {
+    if (it != cands.begin() && before >= target) return static_cast<size_t>(it - cands.begin());
+    before += draw_weight_of(exp_f32(it->logit - m));
   }
-  return complete ? static_cast<int64_t>(cands.size()) : -1;
+  return static_cast<size_t>(cross_end - cands.begin());
 }
 
 }  // namespace
@@ -207,81 +187,54 @@ int64_t top_p_walk(std::vector<Candidate>& cands, float m, double target, bool c
 void top_p_filter(std::vector<Candidate>& cands, float top_p) {
   if (top_p >= 1.0f || cands.size() <= 1) return;
   const float m = max_logit(cands);
-  std::vector<float> w(cands.size());
-  double total = 0.0;
+  // The exps in one vectorisable pass over a reused buffer, then the integer weights and their bins.
+  thread_local std::vector<float> e;
+  e.resize(cands.size());
+  for (size_t i = 0; i < cands.size(); ++i) e[i] = cands[i].logit;
+  for (size_t i = 0; i < cands.size(); ++i) e[i] = exp_f32(e[i] - m);
+  std::vector<uint64_t> bin_mass(kTopPBins, 0);
+  uint64_t total = 0;
   for (size_t i = 0; i < cands.size(); ++i) {
-    w[i] = exp_f32(cands[i].logit - m);
-    total += w[i];
+    const uint64_t w = draw_weight_of(e[i]);
+    total += w;
+    bin_mass[top_p_bin(m, cands[i].logit)] += w;
   }
-  cands.resize(static_cast<size_t>(top_p_walk(cands, m, static_cast<double>(top_p) * total, true, &w)));
-}
-
-bool top_p_filter_best(std::vector<Candidate>& cands, float top_p, double total_lo, double total_hi) {
-  TERN_CHECK(!cands.empty() && total_lo <= total_hi, "[sample] expected candidates and total_lo <= total_hi, got {} "
-             "candidates and [{}, {}]", cands.size(), total_lo, total_hi);
-  if (top_p >= 1.0f) return true;
-  // The whole list is in ascending id order (make_candidates), so its bins sum in id order too.
-  auto by_id = [](const Candidate& a, const Candidate& b) { return a.id < b.id; };
-  if (!std::is_sorted(cands.begin(), cands.end(), by_id)) std::sort(cands.begin(), cands.end(), by_id);
-  const float m = max_logit(cands);
-  // The kept set is a best-first prefix whose length never shrinks as the target grows: equal counts
-  // at both ends of the interval decide it for every total inside (one walk when the total is exact).
-  std::vector<Candidate> lo = cands;
-  int64_t n_lo = top_p_walk(lo, m, static_cast<double>(top_p) * total_lo, false);
-  int64_t n_hi = n_lo;
-  if (total_hi != total_lo) {
-    std::vector<Candidate> hi = cands;
-    n_hi = top_p_walk(hi, m, static_cast<double>(top_p) * total_hi, false);
-  }
-  if (n_lo < 0 || n_hi < 0 || n_lo != n_hi) return false;
-  lo.resize(static_cast<size_t>(n_lo));
-  cands = std::move(lo);
-  return true;
+  const uint64_t target = top_p_target(top_p_fraction(top_p), total);
+  uint64_t before = 0;
+  const int cross = crossing_bin(bin_mass, target, before);
+  cands.resize(walk_crossing_bin(cands, m, cross, before, target));
 }
 
 std::vector<Candidate> top_p_candidates(std::span<const float> logits, float top_p) {
   const float m = candidate_max(logits);
-  auto whole_list = [&] {
-    std::vector<Candidate> c = make_candidates(logits);
-    top_p_filter(c, top_p);
-    return c;
-  };
-  if (top_p >= 1.0f) return whole_list();
-  // top_p_filter's total and histogram over the row, in id order: a -inf logit weighs 0 (it adds
-  // nothing to an f64 sum) and is counted in no bin.
+  if (top_p >= 1.0f) return make_candidates(logits);
+  // top_p_filter's total and histogram over the row: a -inf logit weighs 0 and is counted in no bin.
   const size_t n = logits.size();
-  std::vector<double> bin_mass(kTopPBins, 0.0);
-  std::vector<int32_t> bin_count(kTopPBins, 0);
-  double total = 0.0;
+  std::vector<uint64_t> bin_mass(kTopPBins, 0);
+  uint64_t total = 0;
   constexpr size_t kChunk = 1024;
-  float w[kChunk];
+  float e[kChunk];
   for (size_t c = 0; c < n; c += kChunk) {
     const size_t len = std::min(kChunk, n - c);
-    for (size_t i = 0; i < len; ++i) w[i] = exp_f32(logits[c + i] - m);
+    for (size_t i = 0; i < len; ++i) e[i] = exp_f32(logits[c + i] - m);
     for (size_t i = 0; i < len; ++i) {
-      total += w[i];
       const float l = logits[c + i];
       if (l == -INFINITY) continue;
-      const int b = top_p_bin(m, l);
-      bin_mass[b] += w[i];
-      ++bin_count[b];
+      const uint64_t w = draw_weight_of(e[i]);
+      total += w;
+      bin_mass[top_p_bin(m, l)] += w;
     }
   }
-  const double target = static_cast<double>(top_p) * total;
-  int cross = 0;
-  double before = 0.0;
-  while (cross < kTopPBins - 1 && before + bin_mass[cross] < target) before += bin_mass[cross++];
-  // The bins through the crossing one and the next non-empty one (so top_p_filter_best knows the
-  // crossing bin is whole), in id order; the whole list when that reaches the catch-all bin.
-  int last = cross + 1;
-  while (last < kTopPBins && bin_count[last] == 0) ++last;
-  if (last >= kTopPBins - 1) return whole_list();
+  const uint64_t target = top_p_target(top_p_fraction(top_p), total);
+  uint64_t before = 0;
+  const int cross = crossing_bin(bin_mass, target, before);
+  // Candidates only for the bins through the crossing one (id order; the walk reorders them).
   std::vector<Candidate> best;
   for (size_t i = 0; i < n; ++i) {
     const float l = logits[i];
-    if (l != -INFINITY && top_p_bin(m, l) <= last) best.push_back({static_cast<int32_t>(i), l});
+    if (l != -INFINITY && top_p_bin(m, l) <= cross) best.push_back({static_cast<int32_t>(i), l});
   }
-  if (!top_p_filter_best(best, top_p, total, total)) return whole_list();
+  best.resize(walk_crossing_bin(best, m, cross, before, target));
   return best;
 }
 

@@ -57,18 +57,12 @@ void top_k_filter(std::vector<Candidate>& cands, int32_t k);
 
 // HF TopPLogitsWarper: with probabilities softmax over the candidates, keeps the smallest best-first
 // (better_candidate order) set whose probability reaches top_p: a token is kept iff the mass of the
-// tokens strictly before it is < top_p; always at least one. Weights are exp_f32(logit - max)
-// in f32 (tern/base/fast_exp.h) summed in f64. Linear apart from sorting one histogram bin (1/32 logit wide) at
-// the boundary; the survivors' order is unspecified. top_p >= 1 is a no-op.
+// tokens strictly before it is < top_p; always at least one. The masses are the draw's integer weights
+// (tern/base/draw_weight.h: floor(exp_f32(logit - max) * 2^40), exact u64 sums, the target
+// top_p_target), so every backend keeps the same set (ops::top_p_mask). Linear apart
+// from sorting one histogram bin (1/32 logit wide) at the boundary; the survivors' order is
+// unspecified. top_p >= 1 is a no-op.
 void top_p_filter(std::vector<Candidate>& cands, float top_p);
-
-// top_p_filter for a list that holds only the best candidates of a row, as a device sampler copies
-// them: cands (any order) hold every candidate whose logit is above the smallest logit here, and the
-// whole list's total weight sum(exp_f32(logit - max)) (f32 terms, f64 sum, ascending id
-// order) lies in [total_lo, total_hi]. When that decides what top_p_filter on the whole list in ascending id order
-// would keep, leaves exactly those (order unspecified) and returns true; otherwise returns false and
-// leaves a permutation of cands. top_p >= 1 is a no-op returning true.
-bool top_p_filter_best(std::vector<Candidate>& cands, float top_p, double total_lo, double total_hi);
 
 // make_candidates then top_p_filter(top_p) for a whole row: the same kept set (order unspecified) and
 // the same errors, building candidates only for the histogram bins the nucleus reaches (the whole list

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -382,6 +383,50 @@ TEST_F(CudaOps, DrawIndexMatchesCpu) {
   EXPECT_GT(cpu, 0);
   EXPECT_LT(cpu, 4096);
   EXPECT_EQ(cpu, ops::draw_index(row.to(kGpu), 0.0f, 0.0f).to(Device::cpu()).item<int32_t>());
+}
+
+// The nucleus mask on the GPU keeps exactly the CPU's ids: rows with many ties at the cut (logits on a
+// 1/256 grid), -inf holes, -0 beside +0, the weight cutoff 27.7 below the max, every top_p and min-p.
+TEST_F(CudaOps, TopPMaskMatchesCpu) {
+  std::mt19937 gen(47);
+  auto same = [&](const std::vector<float>& l, float top_p, float gap, const std::string& where) {
+    const int64_t n = static_cast<int64_t>(l.size());
+    const float m = *std::max_element(l.begin(), l.end());
+    Tensor row = Tensor::from_vector(l, {n});
+    const Tensor mt = Tensor::full({1}, m, Dtype::f32);
+    std::vector<float> want = ops::top_p_mask(row, mt, top_p, gap).to_f32_vector();
+    std::vector<float> got = ops::top_p_mask(row.to(kGpu), mt.to(kGpu), top_p, gap).to(Device::cpu()).to_f32_vector();
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::memcmp(&want[i], &got[i], sizeof(float)) != 0 && bad++ == 0) first = i;
+    }
+    EXPECT_EQ(bad, 0) << where << " top_p " << top_p << " gap " << gap << " first at " << first;
+  };
+  for (int64_t n : {int64_t(1), int64_t(7), int64_t(1000), int64_t(4097), int64_t(151936), int64_t(262144)}) {
+    for (float spread : {0.3f, 2.0f, 40.0f}) {
+      std::normal_distribution<float> dist(0.0f, spread);
+      std::bernoulli_distribution hole(0.05);
+      std::vector<float> l(static_cast<size_t>(n));
+      for (float& x : l) x = hole(gen) ? -INFINITY : std::round(dist(gen) * 256.0f) / 256.0f;
+      l[static_cast<size_t>(n / 3)] = spread;
+      for (float top_p : {1e-6f, 0.1f, 0.5f, 0.9f, 0.95f, 0.999f, 1.0f}) {
+        for (float gap : {-INFINITY, std::log(0.05f)}) same(l, top_p, gap, "n " + std::to_string(n) + " spread " +
+                                                                               std::to_string(spread));
+      }
+    }
+  }
+  // One value everywhere: the cut falls inside the ties, kept in id order.
+  for (float top_p : {0.3f, 0.5f, 0.77f}) same(std::vector<float>(151936, 1.5f), top_p, -INFINITY, "all tied");
+  // -0 and +0 tie as logits.
+  std::vector<float> zeros(5000);
+  for (size_t i = 0; i < zeros.size(); ++i) zeros[i] = i % 2 ? -0.0f : 0.0f;
+  zeros[100] = 0.5f;
+  for (float top_p : {0.2f, 0.6f}) same(zeros, top_p, -INFINITY, "signed zeros");
+  // Logits around the point where a weight floors to 0 (27.73 below the max), a dense run of floats.
+  std::vector<float> edge;
+  for (float x = -27.7258872f - 2048 * 2e-6f; edge.size() < 4096; x = std::nextafter(x, 0.0f)) edge.push_back(x);
+  edge.push_back(0.0f);
+  for (float top_p : {0.999999f, 1.0f}) same(edge, top_p, -INFINITY, "weight cutoff");
 }
 
 TEST_F(CudaOps, Embedding) {

@@ -10,6 +10,7 @@
 #include <numeric>
 #include <random>
 
+#include "tern/base/draw_weight.h"
 #include "tests/ops/ops_test_util.h"
 
 namespace tern {
@@ -288,6 +289,83 @@ TEST(Reduce, DrawIndexWalksTheCdfInIdOrder) {
   }
   EXPECT_NE(message([&] { ops::draw_index(row, Tensor::full({2}, h, Dtype::f32), 0.5f); })
                 .find("[draw_index] expected the max as one f32 on cpu, got f32 [2] on cpu"),
+            std::string::npos);
+}
+
+// The top-p target in integers: ceil(floor(p * 2^64) * total / 2^64), at least 1; p = 1 targets the
+// whole total.
+TEST(Reduce, TopPTargetIsTheCeilingOfTheScaledTotal) {
+  EXPECT_EQ(top_p_fraction(0.5f), uint64_t(1) << 63);
+  EXPECT_EQ(top_p_target(top_p_fraction(0.5f), 10), 5u);
+  EXPECT_EQ(top_p_target(top_p_fraction(0.5f), 11), 6u);
+  EXPECT_EQ(top_p_target(top_p_fraction(0.25f), uint64_t(1) << 62), uint64_t(1) << 60);
+  EXPECT_EQ(top_p_target(top_p_fraction(1.0f), 12345), 12345u);
+  EXPECT_EQ(top_p_target(top_p_fraction(1e-30f), 1000), 1u);  // the best token is always kept
+  // 0.1f is 13421773 * 2^-27 exactly, so the fraction is 13421773 * 2^37.
+  EXPECT_EQ(top_p_fraction(0.1f), uint64_t(13421773) << 37);
+  const uint64_t total = (uint64_t(1) << 40) * 3 + 7;
+  const unsigned __int128 exact = static_cast<unsigned __int128>(uint64_t(13421773) << 37) * total;
+  EXPECT_EQ(top_p_target(top_p_fraction(0.1f), total), static_cast<uint64_t>((exact >> 64) + 1));
+}
+
+// The nucleus mask: the best-first prefix whose weights before each token stay under the target, ties
+// kept in id order, min-p on top; -inf holes weigh nothing.
+TEST(Reduce, TopPMaskKeepsTheIntegerNucleus) {
+  // Probabilities .10 .30 .05 .40 .15 (best first: ids 3, 1, 4, 0, 2) and a -inf hole at id 5.
+  std::vector<float> l;
+  for (double p : {0.10, 0.30, 0.05, 0.40, 0.15}) l.push_back(static_cast<float>(std::log(p)));
+  l.push_back(-INFINITY);
+  const float m = l[3];
+  Tensor row = Tensor::from_vector(l, {6});
+  auto kept = [&](float top_p, float gap = -INFINITY) {
+    std::vector<float> out = ops::top_p_mask(row, Tensor::full({1}, m, Dtype::f32), top_p, gap).to_f32_vector();
+    std::vector<int> ids;
+    for (int i = 0; i < 6; ++i) {
+      if (out[i] != -INFINITY) {
+        EXPECT_EQ(out[i], l[i]);
+        ids.push_back(i);
+      }
+    }
+    return ids;
+  };
+  EXPECT_EQ(kept(0.39f), (std::vector<int>{3}));
+  EXPECT_EQ(kept(0.41f), (std::vector<int>{1, 3}));  // the mass before id 1 is .40 < .41
+  EXPECT_EQ(kept(0.69f), (std::vector<int>{1, 3}));
+  EXPECT_EQ(kept(0.71f), (std::vector<int>{1, 3, 4}));
+  EXPECT_EQ(kept(0.96f), (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(kept(1.0f), (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(kept(1e-6f), (std::vector<int>{3}));
+  EXPECT_EQ(kept(1.0f, std::log(0.3f)), (std::vector<int>{1, 3, 4}));  // min-p 0.3: p >= .12
+  EXPECT_EQ(kept(0.71f, std::log(0.5f)), (std::vector<int>{1, 3}));
+  // Nine tied best logits (ids 3-11, weight 2^40 each) and four weaker ones (total about 9.42 * 2^40):
+  // top_p 0.35 targets about 3.3 * 2^40, so four of the ties are kept, the four lowest ids.
+  std::vector<float> ties(13, -1.0f);
+  ties[12] = -2.0f;
+  ties[0] = ties[1] = ties[2] = -5.0f;
+  Tensor tie_row = Tensor::from_vector(ties, {13});
+  std::vector<float> got = ops::top_p_mask(tie_row, Tensor::full({1}, -1.0f, Dtype::f32), 0.35f).to_f32_vector();
+  std::vector<int> ids;
+  for (int i = 0; i < 13; ++i) {
+    if (got[i] != -INFINITY) ids.push_back(i);
+  }
+  EXPECT_EQ(ids, (std::vector<int>{3, 4, 5, 6}));
+  // A max that is not finite returns the row; bad arguments get one message each.
+  std::vector<float> same = ops::top_p_mask(row, Tensor::full({1}, NAN, Dtype::f32), 0.5f).to_f32_vector();
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(same[i], l[i]);
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  const Tensor mt = Tensor::full({1}, m, Dtype::f32);
+  EXPECT_NE(message([&] { ops::top_p_mask(row, mt, 0.0f); }).find("[top_p_mask] expected top_p in (0, 1], got 0"),
+            std::string::npos);
+  EXPECT_NE(message([&] { ops::top_p_mask(row, mt, 0.5f, NAN); }).find("expected a min_gap that is not NaN"),
+            std::string::npos);
+  EXPECT_NE(message([&] { ops::top_p_mask(row.view({2, 3}), mt, 0.5f); }).find("expected f32 logits [n]"),
             std::string::npos);
 }
 

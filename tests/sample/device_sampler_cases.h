@@ -16,10 +16,9 @@ namespace tern::testing {
 struct DeviceSamplerCase {
   std::string name;
   SamplingParams params;
-  // The device path copies the row for at most 1 % of the rows where most mass sits in a few ids (a
-  // nucleus that closes within the device mass's tolerance of a candidate falls back, by design) ...
+  // The device path copies the row for at most 1 % of the rows where most mass sits in a few ids ...
   bool fast_on_peaked;
-  bool fast_always;  // ... and never on any row (top-k within kMaxCandidates, greedy, temperature alone)
+  bool fast_always;  // ... and never on any row (all but a top-k wider than kMaxCandidates)
 };
 
 inline std::vector<DeviceSamplerCase> device_sampler_cases(int64_t vocab) {
@@ -40,11 +39,15 @@ inline std::vector<DeviceSamplerCase> device_sampler_cases(int64_t vocab) {
       true, true);
   add("top_k", [](SamplingParams& p) { p.top_k = 40; }, true, true);
   add("top_k_temperature", [](SamplingParams& p) { p.top_k = 1000, p.temperature = 1.7f; }, true, true);
-  add("top_p_0.9", [](SamplingParams& p) { p.top_p = 0.9f; }, true, false);
-  add("top_p_0.5", [](SamplingParams& p) { p.top_p = 0.5f, p.temperature = 0.7f; }, true, false);
-  add("min_p", [](SamplingParams& p) { p.min_p = 0.05f; }, true, false);
+  add("top_p_0.9", [](SamplingParams& p) { p.top_p = 0.9f; }, true, true);
+  add("top_p_0.5", [](SamplingParams& p) { p.top_p = 0.5f, p.temperature = 0.7f; }, true, true);
+  add("top_p_0.999", [](SamplingParams& p) { p.top_p = 0.999f, p.temperature = 1.5f; }, true, true);
+  add("min_p", [](SamplingParams& p) { p.min_p = 0.05f; }, true, true);
+  add("top_p_min_p", [](SamplingParams& p) { p.top_p = 0.95f, p.min_p = 0.2f; }, true, true);
   add("top_k_top_p_min_p", [](SamplingParams& p) { p.top_k = 50, p.top_p = 0.8f, p.min_p = 0.02f; }, true, true);
   add("wide_top_k_min_p", [](SamplingParams& p) { p.top_k = 5000, p.min_p = 0.1f; }, true, false);
+  // top-p after a top-k wider than the candidates: the host's total is unknown, so the row is copied.
+  add("wide_top_k_top_p", [](SamplingParams& p) { p.top_k = 2000, p.top_p = 0.9f; }, false, false);
   add("penalties",
       [](SamplingParams& p) {
         p.repetition_penalty = 1.3f, p.presence_penalty = 0.5f, p.frequency_penalty = 0.25f, p.top_k = 20;
@@ -52,7 +55,7 @@ inline std::vector<DeviceSamplerCase> device_sampler_cases(int64_t vocab) {
       true, true);
   add("penalties_top_p",
       [](SamplingParams& p) { p.repetition_penalty = 0.8f, p.frequency_penalty = -0.5f, p.top_p = 0.9f; }, true,
-      false);
+      true);
   add("greedy_penalties_bias",
       [&](SamplingParams& p) {
         p.temperature = 0.0f, p.repetition_penalty = 1.5f, p.presence_penalty = 1.0f;
@@ -64,7 +67,7 @@ inline std::vector<DeviceSamplerCase> device_sampler_cases(int64_t vocab) {
         p.top_p = 0.95f;
         p.logit_bias = {{1, 4.0f}, {2, -INFINITY}, {last, -INFINITY}, {last / 2, 2.5f}};
       },
-      true, false);
+      true, true);
   add("top_logprobs",
       [](SamplingParams& p) {
         p.top_k = 10, p.top_logprobs = 5;

@@ -40,8 +40,8 @@ TEST(DeviceSampler, DevicePathMatchesSamplerWhenCandidatesAreTheWholeRow) {
 }
 
 TEST(DeviceSampler, DevicePathMatchesSamplerOnLongerRows) {
-  // vocab > kMaxCandidates: top-p and min-p decide from the best candidates and the row mass (some
-  // flat rows fall back), temperature alone draws on the device (asserted inside: no copies).
+  // vocab > kMaxCandidates: without top-k every row draws on the device, through the nucleus op
+  // (asserted inside: no copies); top-p after a top-k wider than the candidates copies the row.
   EXPECT_GT(run_device_sampler_cases(4096, 60, Device::cpu(), true), 0);
 }
 

@@ -4,6 +4,7 @@
 #include "tern/backend/cuda/launch.h"
 #include "tern/backend/cuda/layout.h"
 #include "tern/backend/cuda/runtime/context.h"
+#include "tern/base/draw_weight.h"
 
 namespace tern::cuda {
 namespace {
@@ -81,6 +82,12 @@ void draw_index(const Tensor& logits, const Tensor& max_logit, float u, const Te
   Tensor keep;
   launch_draw_index(logits.data<float>(), n, max_logit.data<float>(), u, u_dev ? u_dev->data<float>() : nullptr,
                     scratch(draw_workspace_bytes(n), logits, keep), out.data<int32_t>(), stream());
+}
+
+void top_p_mask(const Tensor& logits, const Tensor& max_logit, float top_p, float min_gap, Tensor& out) {
+  check_cuda(logits, "top_p_mask");
+  launch_top_p_mask(logits.data<float>(), logits.numel(), max_logit.data<float>(), top_p_fraction(top_p), top_p < 1.0f,
+                    min_gap, out.data<float>(), stream());
 }
 
 }  // namespace tern::cuda

@@ -4,6 +4,7 @@
 #include "tern/backend/cuda/dispatch.cuh"
 #include "tern/backend/cuda/kernels/draw.cuh"
 #include "tern/backend/cuda/kernels/reduce.cuh"
+#include "tern/backend/cuda/kernels/top_p.cuh"
 #include "tern/backend/cuda/kernels/topk.cuh"
 #include "tern/backend/cuda/launch.h"
 #include "tern/backend/cuda/launch_kernel.cuh"
@@ -143,6 +144,12 @@ void launch_draw_index(const float* logits, int64_t n, const float* max_logit, f
   launch_kernel(kernels::draw_sums_kernel, static_cast<unsigned>(chunks), 256, 0, s, logits, n, max_logit, sums);
   launch_kernel(kernels::draw_pick_kernel, 1u, kernels::kDrawPickThreads, 0, s, logits, n, max_logit, u, u_dev,
                 static_cast<const uint64_t*>(sums), chunks, out);
+}
+
+void launch_top_p_mask(const float* logits, int64_t n, const float* max_logit, uint64_t fraction, bool use_p,
+                       float min_gap, float* out, cudaStream_t s) {
+  launch_kernel(kernels::top_p_mask_kernel, 1u, kernels::kTopPThreads, 0, s, logits, n, max_logit, fraction, use_p,
+                min_gap, out);
 }
 
 }  // namespace tern::cuda
