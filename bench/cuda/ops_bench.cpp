@@ -186,6 +186,13 @@ int main(int argc, char** argv) {
     Tensor peaked = x.clone();
     peaked.narrow(0, 1000, 4).copy_from(Tensor::full({4}, 20.0f, Dtype::f32));
     const Tensor pmx = ops::topk(peaked, 1).values;
+    // Narrow rows (N(0, 0.05) and N(0, 0.002)), as a random-weight checkpoint's logits are.
+    for (float spread : {0.05f, 0.002f}) {
+      const Tensor narrow = ops::scale(x, spread);
+      const Tensor nmx = ops::topk(narrow, 1).values;
+      std::snprintf(name, sizeof name, "top_p_mask p=0.90 N(0, %g)", spread);
+      row(name, time_it([&] { ops::top_p_mask(narrow, nmx, 0.9f); }), 8.0 * x.numel(), 0);
+    }
     for (float top_p : {0.5f, 0.9f, 0.95f}) {
       std::snprintf(name, sizeof name, "top_p_mask p=%.2f flat", top_p);
       row(name, time_it([&] { ops::top_p_mask(x, mx, top_p); }), 8.0 * x.numel(), 0);

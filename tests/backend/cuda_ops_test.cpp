@@ -415,6 +415,13 @@ TEST_F(CudaOps, TopPMaskMatchesCpu) {
       }
     }
   }
+  // Narrow continuous rows (a random-weight checkpoint's logits): most ids within a fraction of a logit.
+  for (float spread : {0.002f, 0.05f}) {
+    std::normal_distribution<float> dist(0.0f, spread);
+    std::vector<float> l(151936);
+    for (float& x : l) x = dist(gen);
+    for (float top_p : {0.5f, 0.9f, 0.999f}) same(l, top_p, -INFINITY, "narrow " + std::to_string(spread));
+  }
   // One value everywhere: the cut falls inside the ties, kept in id order.
   for (float top_p : {0.3f, 0.5f, 0.77f}) same(std::vector<float>(151936, 1.5f), top_p, -INFINITY, "all tied");
   // -0 and +0 tie as logits.

@@ -108,10 +108,12 @@ size_t draw_workspace_bytes(int64_t n);
 // u_dev: u read on the device instead of u (nullptr: none; a u outside [0, 1) draws n - 1).
 void launch_draw_index(const float* logits, int64_t n, const float* max_logit, float u, const float* u_dev,
                        void* workspace, int32_t* out, cudaStream_t s);
-// ops::top_p_mask over f32 logits [n] whose max is *max_logit (device), in one block: fraction is
-// top_p_fraction(top_p) (tern/base/draw_weight.h), use_p false for top_p >= 1.
+// ops::top_p_mask over f32 logits [n] whose max is *max_logit (device): fraction is
+// top_p_fraction(top_p) (tern/base/draw_weight.h), use_p false for top_p >= 1. workspace:
+// top_p_workspace_bytes(n) bytes.
+size_t top_p_workspace_bytes(int64_t n);
 void launch_top_p_mask(const float* logits, int64_t n, const float* max_logit, uint64_t fraction, bool use_p,
-                       float min_gap, float* out, cudaStream_t s);
+                       float min_gap, void* workspace, float* out, cudaStream_t s);
 
 // index.cu: out[i, :] = table[ids[i], :] converted; an id outside [0, V) writes zeros and sets *bad.
 void launch_embedding(Dtype table_dt, const void* table, int64_t V, int64_t D, Dtype id_dt, const void* ids,

@@ -86,8 +86,10 @@ void draw_index(const Tensor& logits, const Tensor& max_logit, float u, const Te
 
 void top_p_mask(const Tensor& logits, const Tensor& max_logit, float top_p, float min_gap, Tensor& out) {
   check_cuda(logits, "top_p_mask");
-  launch_top_p_mask(logits.data<float>(), logits.numel(), max_logit.data<float>(), top_p_fraction(top_p), top_p < 1.0f,
-                    min_gap, out.data<float>(), stream());
+  const int64_t n = logits.numel();
+  Tensor keep;
+  launch_top_p_mask(logits.data<float>(), n, max_logit.data<float>(), top_p_fraction(top_p), top_p < 1.0f, min_gap,
+                    scratch(top_p_workspace_bytes(n), logits, keep), out.data<float>(), stream());
 }
 
 }  // namespace tern::cuda

@@ -146,10 +146,30 @@ void launch_draw_index(const float* logits, int64_t n, const float* max_logit, f
                 static_cast<const uint64_t*>(sums), chunks, out);
 }
 
+size_t top_p_workspace_bytes(int64_t n) {
+  const int64_t blocks = (n + kernels::kTopPChunk - 1) / kernels::kTopPChunk;
+  return static_cast<size_t>(blocks * 2 * kernels::kTopPBins) * sizeof(uint64_t) + sizeof(kernels::TopPCut);
+}
+
 void launch_top_p_mask(const float* logits, int64_t n, const float* max_logit, uint64_t fraction, bool use_p,
-                       float min_gap, float* out, cudaStream_t s) {
-  launch_kernel(kernels::top_p_mask_kernel, 1u, kernels::kTopPThreads, 0, s, logits, n, max_logit, fraction, use_p,
-                min_gap, out);
+                       float min_gap, void* workspace, float* out, cudaStream_t s) {
+  const auto blocks = static_cast<int>((n + kernels::kTopPChunk - 1) / kernels::kTopPChunk);
+  auto* hists = static_cast<uint64_t*>(workspace);
+  auto* cut = reinterpret_cast<kernels::TopPCut*>(hists + int64_t(blocks) * 2 * kernels::kTopPBins);
+  if (use_p) {
+    constexpr size_t smem = kernels::kTopPCandidates * sizeof(uint32_t);
+    static const bool sized = [] {
+      TERN_CUDA_CHECK(cudaFuncSetAttribute(kernels::top_p_cut_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
+      return true;
+    }();
+    (void)sized;
+    launch_kernel(kernels::top_p_hist_kernel, static_cast<unsigned>(blocks), 256, 0, s, logits, n, max_logit, hists);
+    launch_kernel(kernels::top_p_cut_kernel, 1u, kernels::kTopPThreads, smem, s, logits, n, max_logit,
+                  static_cast<const uint64_t*>(hists), blocks, fraction, cut);
+  }
+  launch_kernel(kernels::top_p_apply_kernel, static_cast<unsigned>(blocks), 256, 0, s, logits, n, max_logit,
+                static_cast<const kernels::TopPCut*>(cut), use_p, min_gap, out);
 }
 
 }  // namespace tern::cuda
