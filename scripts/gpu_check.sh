@@ -145,8 +145,9 @@ print(" ".join(f"{k} {v}" for k, v in ops.most_common(25)))' "$out/sass.txt" "$T
 # A zoo architecture (qwen3_moe_30b_a3b, qwen3_5_9b, gemma4_e4b) takes bench/zoo_baseline.py --spec-only
 # weights instead. TERN_GPU_STEP_PREFILL=P profiles a P-token prefill instead of the decode step.
 # Greedy decode against sampled decode, each sampled setting with the device sampler (as `tern
-# generate` samples: top-K candidates copied, the whole row only when they cannot decide) and the host
-# sampler (every row copied over); same checkpoint and process order, tok/s.
+# generate` samples: top-K candidates copied for top-k, else the nucleus and the draw on the device)
+# and the host sampler (every row copied over); same checkpoint and process order, tok/s; then HF
+# transformers on the same config.json (bench/hf_sampled.py).
 sampled_stage() {
   local size dir settings s kind
   settings=("" "--temperature 0.6 --top-k 20 --top-p 0.95" "--temperature 0.7 --top-p 0.9" "--temperature 1.0")
@@ -168,6 +169,12 @@ print("| %s | %s | %.1f (%.1f-%.1f) |" % (sys.argv[1], how, d["decode_tokens_per
                                        d["decode_max"]))' "$size"
       done
     done
+    # The peer in the same run: HF transformers on the same config.json (bench/hf_sampled.py).
+    python3 bench/hf_sampled.py "$dir" 2>/dev/null | python3 -c 'import json, sys
+d = json.load(sys.stdin)
+for k, v in d.items():
+    if k != "model": print("| %s | HF transformers, %s | %.1f |" % (sys.argv[1], k, v))' "$size" ||
+      echo "| $size | HF transformers | not run (no torch / transformers here) |"
   done
 }
 

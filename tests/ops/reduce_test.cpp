@@ -9,6 +9,7 @@
 #include <limits>
 #include <numeric>
 #include <random>
+#include <string>
 
 #include "tern/base/draw_weight.h"
 #include "tests/ops/ops_test_util.h"
@@ -251,6 +252,17 @@ TEST(Reduce, BadInput) {
   EXPECT_THROW(ops::softmax(Tensor()), Error);
 }
 
+// The message f throws, or "no error".
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return std::string(e.what());
+  }
+  return std::string("no error");
+}
+
 // The row draw: the inverse CDF in id order (0.25 / 0.5 / 0.25 with -inf holes that weigh nothing),
 // and one message for each input it cannot take.
 TEST(Reduce, DrawIndexWalksTheCdfInIdOrder) {
@@ -263,21 +275,13 @@ TEST(Reduce, DrawIndexWalksTheCdfInIdOrder) {
   EXPECT_EQ(draw(0.74f), 2);
   EXPECT_EQ(draw(0.76f), 4);
   EXPECT_EQ(draw(std::nextafter(1.0f, 0.0f)), 4);
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
-  EXPECT_NE(message([&] { ops::draw_index(row, h, 1.0f); }).find("[draw_index] expected u in [0, 1), got 1"),
+  EXPECT_NE(error_of([&] { ops::draw_index(row, h, 1.0f); }).find("[draw_index] expected u in [0, 1), got 1"),
             std::string::npos);
-  EXPECT_NE(message([&] { ops::draw_index(row, INFINITY, 0.5f); }).find("expected a finite max logit, got inf"),
+  EXPECT_NE(error_of([&] { ops::draw_index(row, INFINITY, 0.5f); }).find("expected a finite max logit, got inf"),
             std::string::npos);
-  EXPECT_NE(message([&] { ops::draw_index(row.view({1, 5}), h, 0.5f); }).find("expected f32 logits [n], got f32 [1, 5]"),
+  EXPECT_NE(error_of([&] { ops::draw_index(row.view({1, 5}), h, 0.5f); }).find("expected f32 logits [n], got f32 [1, 5]"),
             std::string::npos);
-  EXPECT_NE(message([&] { ops::draw_index(Tensor::empty({0}, Dtype::f32), 0.0f, 0.5f); })
+  EXPECT_NE(error_of([&] { ops::draw_index(Tensor::empty({0}, Dtype::f32), 0.0f, 0.5f); })
                 .find("expected 1 to 8388607 logits, got 0"),
             std::string::npos);
   // The max as a tensor (as topk gives it): the same ids; one that is not finite draws the last id.
@@ -287,7 +291,7 @@ TEST(Reduce, DrawIndexWalksTheCdfInIdOrder) {
   for (float bad : {NAN, INFINITY, -INFINITY}) {
     EXPECT_EQ(ops::draw_index(row, Tensor::full({1}, bad, Dtype::f32), 0.5f).item<int32_t>(), 4) << bad;
   }
-  EXPECT_NE(message([&] { ops::draw_index(row, Tensor::full({2}, h, Dtype::f32), 0.5f); })
+  EXPECT_NE(error_of([&] { ops::draw_index(row, Tensor::full({2}, h, Dtype::f32), 0.5f); })
                 .find("[draw_index] expected the max as one f32 on cpu, got f32 [2] on cpu"),
             std::string::npos);
 }
@@ -352,20 +356,12 @@ TEST(Reduce, TopPMaskKeepsTheIntegerNucleus) {
   // A max that is not finite returns the row; bad arguments get one message each.
   std::vector<float> same = ops::top_p_mask(row, Tensor::full({1}, NAN, Dtype::f32), 0.5f).to_f32_vector();
   for (int i = 0; i < 6; ++i) EXPECT_EQ(same[i], l[i]);
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   const Tensor mt = Tensor::full({1}, m, Dtype::f32);
-  EXPECT_NE(message([&] { ops::top_p_mask(row, mt, 0.0f); }).find("[top_p_mask] expected top_p in (0, 1], got 0"),
+  EXPECT_NE(error_of([&] { ops::top_p_mask(row, mt, 0.0f); }).find("[top_p_mask] expected top_p in (0, 1], got 0"),
             std::string::npos);
-  EXPECT_NE(message([&] { ops::top_p_mask(row, mt, 0.5f, NAN); }).find("expected a min_gap that is not NaN"),
+  EXPECT_NE(error_of([&] { ops::top_p_mask(row, mt, 0.5f, NAN); }).find("expected a min_gap that is not NaN"),
             std::string::npos);
-  EXPECT_NE(message([&] { ops::top_p_mask(row.view({2, 3}), mt, 0.5f); }).find("expected f32 logits [n]"),
+  EXPECT_NE(error_of([&] { ops::top_p_mask(row.view({2, 3}), mt, 0.5f); }).find("expected f32 logits [n]"),
             std::string::npos);
 }
 
