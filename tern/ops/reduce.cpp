@@ -97,13 +97,14 @@ TopK topk(const Tensor& x, int64_t k, int64_t dim) {
 }
 
 namespace {
-Tensor checked_draw_row(const Tensor& logits, float u) {
+// op: the op's name for the messages.
+Tensor checked_draw_row(const Tensor& logits, float u, const char* op = "draw_index") {
   TERN_CHECK(logits.defined() && logits.dtype() == Dtype::f32 && logits.rank() == 1,
-             "[draw_index] expected f32 logits [n], got {}",
+             "[{}] expected f32 logits [n], got {}", op,
              logits.defined() ? dtype_name(logits.dtype()) + std::string(" ") + shape_str(logits.shape()) : "none");
   const int64_t n = logits.size(0);
-  TERN_CHECK(n > 0 && n < kDrawMaxIds, "[draw_index] expected 1 to {} logits, got {}", kDrawMaxIds - 1, n);
-  TERN_CHECK(u >= 0.0f && u < 1.0f, "[draw_index] expected u in [0, 1), got {}", u);
+  TERN_CHECK(n > 0 && n < kDrawMaxIds, "[{}] expected 1 to {} logits, got {}", op, kDrawMaxIds - 1, n);
+  TERN_CHECK(u >= 0.0f && u < 1.0f, "[{}] expected u in [0, 1), got {}", op, u);
   return logits.contiguous();
 }
 }  // namespace
@@ -120,9 +121,9 @@ Tensor draw_index(const Tensor& logits, float max_logit, float u) {
 }
 
 namespace {
-void check_one_f32(const Tensor& t, const Tensor& row, const char* what) {
+void check_one_f32(const Tensor& t, const Tensor& row, const char* what, const char* op = "draw_index") {
   TERN_CHECK(t.defined() && t.dtype() == Dtype::f32 && t.numel() == 1 && t.device() == row.device(),
-             "[draw_index] expected {} as one f32 on {}, got {}", what, row.device().str(),
+             "[{}] expected {} as one f32 on {}, got {}", op, what, row.device().str(),
              t.defined() ? dtype_name(t.dtype()) + std::string(" ") + shape_str(t.shape()) + " on " + t.device().str()
                          : "none");
 }
@@ -156,8 +157,8 @@ Tensor draw_index(const Tensor& logits, const Tensor& max_logit, const Tensor& u
 }
 
 Tensor top_p_mask(const Tensor& logits, const Tensor& max_logit, float top_p, float min_gap) {
-  const Tensor row = checked_draw_row(logits, 0.0f);
-  check_one_f32(max_logit, row, "the max");
+  const Tensor row = checked_draw_row(logits, 0.0f, "top_p_mask");
+  check_one_f32(max_logit, row, "the max", "top_p_mask");
   TERN_CHECK(top_p > 0.0f && top_p <= 1.0f, "[top_p_mask] expected top_p in (0, 1], got {}", top_p);
   TERN_CHECK(!std::isnan(min_gap), "[top_p_mask] expected a min_gap that is not NaN");
   Tensor out = Tensor::empty({row.numel()}, Dtype::f32, row.device());

@@ -361,7 +361,10 @@ TEST(Reduce, TopPMaskKeepsTheIntegerNucleus) {
             std::string::npos);
   EXPECT_NE(error_of([&] { ops::top_p_mask(row, mt, 0.5f, NAN); }).find("expected a min_gap that is not NaN"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { ops::top_p_mask(row.view({2, 3}), mt, 0.5f); }).find("expected f32 logits [n]"),
+  EXPECT_NE(error_of([&] { ops::top_p_mask(row.view({2, 3}), mt, 0.5f); }).find("[top_p_mask] expected f32 logits [n]"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { ops::top_p_mask(row, Tensor::full({2}, m, Dtype::f32), 0.5f); })
+                .find("[top_p_mask] expected the max as one f32 on cpu, got f32 [2] on cpu"),
             std::string::npos);
 }
 
