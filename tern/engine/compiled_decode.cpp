@@ -88,14 +88,17 @@ CompiledDecoder::Outputs CompiledDecoder::body() {
   Outputs o;
   Tensor logits = model_.forward_device(ids_, caches_, false);  // [B, 1, V]
   o.logits = logits.view({batch_, logits.size(-1)});
-  if (head_) o.head = head_(o.logits);
-  Tensor best = ops::argmax(o.logits, -1);  // [B] i32
-  Tensor ids = ids_.view({batch_});
-  ids.copy_from(best);
-  // log p(argmax) = max - logsumexp = -log(sum(exp(x - max)))
-  Tensor m = ops::max(o.logits, -1, true);
-  Tensor z = ops::sum(ops::unary(ops::sub(o.logits, m), ops::UnaryOp::exp), -1);
-  o.logprobs = ops::unary(ops::unary(z, ops::UnaryOp::log), ops::UnaryOp::neg);
+  if (head_) {
+    o.head = head_(o.logits);  // the head's caller sets the next ids: no greedy choice to make
+  } else {
+    Tensor best = ops::argmax(o.logits, -1);  // [B] i32
+    Tensor ids = ids_.view({batch_});
+    ids.copy_from(best);
+    // log p(argmax) = max - logsumexp = -log(sum(exp(x - max)))
+    Tensor m = ops::max(o.logits, -1, true);
+    Tensor z = ops::sum(ops::unary(ops::sub(o.logits, m), ops::UnaryOp::exp), -1);
+    o.logprobs = ops::unary(ops::unary(z, ops::UnaryOp::log), ops::UnaryOp::neg);
+  }
   ops::binary_(positions_, one_, ops::BinaryOp::add);
   ops::binary_(lengths_, one_, ops::BinaryOp::add);
   return o;
@@ -140,11 +143,14 @@ void CompiledDecoder::step() {
 }
 
 std::vector<int32_t> CompiledDecoder::greedy_ids() const {
+  TERN_CHECK(!head_, "[compiled_decode] expected no head for greedy ids (a step with a head makes no greedy choice)");
   Tensor h = ids_.view({batch_}).to(Device::cpu());
   return std::vector<int32_t>(h.data<int32_t>(), h.data<int32_t>() + batch_);
 }
 
 std::vector<float> CompiledDecoder::greedy_logprobs() const {
+  TERN_CHECK(!head_, "[compiled_decode] expected no head for greedy log-probabilities (a step with a head makes "
+             "no greedy choice)");
   Tensor h = out_.logprobs.to(Device::cpu());
   return std::vector<float>(h.data<float>(), h.data<float>() + batch_);
 }

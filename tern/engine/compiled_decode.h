@@ -34,11 +34,12 @@ class CompiledDecoder {
   // Of the last step: logits [B, vocab] f32 on the device (valid until the next step).
   const Tensor& logits() const { return out_.logits; }
   // A head run inside every step on its logits [B, vocab] (device work only: it is captured with the
-  // step, e.g. DeviceSampler::head); set before the first step. head_out(): its result of the last step.
+  // step, e.g. DeviceSampler::head) instead of the greedy choice: the caller sets every step's ids.
+  // Set before the first step. head_out(): its result of the last step.
   void set_head(std::function<Tensor(const Tensor& logits)> head);
   const Tensor& head_out() const { return out_.head; }
   // Of the last step, copied to the host: the argmax of each row (first index on ties) and its
-  // log-probability under the logits.
+  // log-probability under the logits. Not with a head.
   std::vector<int32_t> greedy_ids() const;
   std::vector<float> greedy_logprobs() const;
 

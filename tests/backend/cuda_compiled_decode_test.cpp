@@ -191,6 +191,7 @@ TEST_F(CompiledDecode, SamplerHeadGivesTheHostSamplersTokens) {
       dec.set_ids(ids);
     }
     EXPECT_GE(dec.graphs(), 2u) << "the steps crossed a span bucket";
+    EXPECT_THROW(dec.greedy_ids(), Error);  // a step with a head makes no greedy choice
   }
 }
 
