@@ -124,6 +124,23 @@ __device__ bool top_p_narrow(Each each, float m, uint64_t target, uint64_t* hist
   return lo == hi;
 }
 
+// f(q, valid) for ids t, t + kTopPThreads, ... of the row (t this thread), 8 loads in flight per
+// thread; valid is false past n (every thread calls f equally often).
+template <typename F>
+__device__ __forceinline__ void top_p_row_walk(const float* __restrict__ logits, int64_t n, F&& f) {
+  constexpr int kLoads = 8;
+  for (int64_t base = 0; base < n; base += kLoads * kTopPThreads) {
+    float q[kLoads];
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) {
+      const int64_t i = base + threadIdx.x + j * kTopPThreads;
+      q[j] = i < n ? logits[i] : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) f(q[j], base + threadIdx.x + j * kTopPThreads < n);
+  }
+}
+
 // One block of kTopPThreads. hists: blocks histograms of top_p_hist_kernel. fraction:
 // top_p_fraction(top_p). Dynamic shared memory: kTopPCandidates * 4 bytes.
 __global__ void __launch_bounds__(kTopPThreads)
@@ -164,24 +181,13 @@ __global__ void __launch_bounds__(kTopPThreads)
   if (t == 0) s_count = 0;
   __syncthreads();
   uint32_t lo = 0xffffffffu, hi = 0;
-  constexpr int kLoads = 8;  // loads in flight per thread
-  for (int64_t base = 0; base < n; base += kLoads * kTopPThreads) {
-    float q[kLoads];
-#pragma unroll
-    for (int j = 0; j < kLoads; ++j) {
-      const int64_t i = base + t + j * kTopPThreads;
-      q[j] = i < n ? logits[i] : 0.0f;
-    }
-#pragma unroll
-    for (int j = 0; j < kLoads; ++j) {
-      const int64_t i = base + t + j * kTopPThreads;
-      if (i >= n || !in_first(q[j])) continue;
-      const uint32_t k = top_p_key(q[j]);
-      lo = min(lo, k), hi = max(hi, k);
-      const int slot = atomicAdd(&s_count, 1);
-      if (slot < kTopPCandidates) top_p_cands[slot] = k;
-    }
-  }
+  top_p_row_walk(logits, n, [&](float q, bool valid) {
+    if (!valid || !in_first(q)) return;
+    const uint32_t k = top_p_key(q);
+    lo = min(lo, k), hi = max(hi, k);
+    const int slot = atomicAdd(&s_count, 1);
+    if (slot < kTopPCandidates) top_p_cands[slot] = k;
+  });
   {
     __shared__ uint32_t s_lo, s_hi;
     lo = __reduce_min_sync(0xffffffffu, lo), hi = __reduce_max_sync(0xffffffffu, hi);
@@ -196,19 +202,10 @@ __global__ void __launch_bounds__(kTopPThreads)
   auto from_cands = [&](auto&& f) {
     for (int c = t; c < count; c += kTopPThreads) f(top_p_cands[c]);
   };
-  auto from_row = [&](auto&& f) {  // kLoads loads in flight per thread
-    for (int64_t base = 0; base < n; base += kLoads * kTopPThreads) {
-      float q[kLoads];
-#pragma unroll
-      for (int j = 0; j < kLoads; ++j) {
-        const int64_t i = base + t + j * kTopPThreads;
-        q[j] = i < n ? logits[i] : 0.0f;
-      }
-#pragma unroll
-      for (int j = 0; j < kLoads; ++j) {
-        if (base + t + j * kTopPThreads < n) f(top_p_key(q[j]));
-      }
-    }
+  auto from_row = [&](auto&& f) {
+    top_p_row_walk(logits, n, [&](float q, bool valid) {
+      if (valid) f(top_p_key(q));
+    });
   };
   const bool found = held ? top_p_narrow(from_cands, m, target, hist, lo, hi, above, mass)
                           : top_p_narrow(from_row, m, target, hist, lo, hi, above, mass);
