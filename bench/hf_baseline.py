@@ -3,10 +3,11 @@
 # engines to load) and a JSON of timings.
 # usage: python3 hf_baseline.py CKPT_DIR OUT_JSON [size]
 # (Copied into tern's bench/ so it travels to the GPU machine. HF_QUICK=1 skips batch 8/32 and the
-# compiled static-cache decode, which take minutes.)
+# compiled static-cache decode, which take minutes. The model comes from hf_random.py.)
 import json, os, sys, time
 import torch
-from transformers import Qwen3Config, Qwen3ForCausalLM, GenerationConfig
+from transformers import Qwen3Config, GenerationConfig
+from hf_random import random_qwen3
 
 ckpt, out = sys.argv[1], sys.argv[2]
 size = sys.argv[3] if len(sys.argv) > 3 else "8b"
@@ -16,14 +17,7 @@ dims = {
 }[size]
 cfg = Qwen3Config(vocab_size=151936, head_dim=128, rope_theta=1e6, rms_norm_eps=1e-6, max_position_embeddings=40960,
                   tie_word_embeddings=(size != "8b"), bos_token_id=151643, eos_token_id=151645, **dims)
-torch.manual_seed(0)
-with torch.device("cuda"):
-    model = Qwen3ForCausalLM(cfg).to(torch.bfloat16)
-with torch.no_grad():
-    for p in model.parameters():
-        if p.dim() >= 2:
-            p.normal_(0, 0.02)
-model.eval()
+model = random_qwen3(cfg)
 res = {"model": f"qwen3-{size} dims, random bf16 weights", "params": sum(p.numel() for p in model.parameters())}
 res["weight_bytes"] = sum(p.numel() * p.element_size() for p in model.parameters())
 if not os.path.exists(f"{ckpt}/config.json"):

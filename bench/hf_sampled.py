@@ -5,17 +5,11 @@
 # usage: python3 hf_sampled.py MODEL_DIR   (prints one JSON object: decode tok/s per setting, median of 3)
 import json, sys, time
 import torch
-from transformers import AutoConfig, Qwen3ForCausalLM, GenerationConfig
+from transformers import AutoConfig, GenerationConfig
+from hf_random import random_qwen3
 
 cfg = AutoConfig.from_pretrained(sys.argv[1])
-torch.manual_seed(0)
-with torch.device("cuda"):
-    model = Qwen3ForCausalLM(cfg).to(torch.bfloat16)
-with torch.no_grad():
-    for p in model.parameters():
-        if p.dim() >= 2:
-            p.normal_(0, 0.02)
-model.eval()
+model = random_qwen3(cfg)
 settings = {
     "greedy": dict(do_sample=False),
     "t0.6 k20 p0.95": dict(do_sample=True, temperature=0.6, top_k=20, top_p=0.95),
