@@ -122,6 +122,11 @@ TEST(CliBench, ReportsThroughput) {
   auto j = nlohmann::json::parse(r.out);
   EXPECT_GT(j["prefill_tokens_per_second"].get<double>(), 0);
   EXPECT_GT(j["decode_tokens_per_second"].get<double>(), 0);
+  EXPECT_GT(j["load_seconds"].get<double>(), 0);
+  // The CPU decodes eagerly: no one-time steps, so the steady rate is the whole phase's.
+  EXPECT_EQ(j["compiled_decode"], false);
+  EXPECT_EQ(j["decode_setup_ms"].get<double>(), 0.0);
+  EXPECT_EQ(j["decode_steady_tokens_per_second"].get<double>(), j["decode_tokens_per_second"].get<double>());
 }
 
 // --temperature decodes by sampling each row on the host, as generate does, and says so.

@@ -51,7 +51,8 @@ int run_bench(int argc, char** argv) {
       .flag("sampler", "device|host", "with --temperature: device = as generate samples (the device's top-K "
             "candidates, the whole row copied only when they cannot decide); host = every row copied to the host "
             "and sampled there (the same tokens)", "device")
-      .flag("json", "", "print JSON instead of text");
+      .flag("json", "", "print JSON instead of text (decode_steady_tokens_per_second: compiled decode without its "
+            "first, eager step and its graph captures, which decode_setup_ms holds)");
   add_runtime_flags(a);
   add_kv_cache_flags(a);
   if (!a.parse(argc, argv)) return 0;
@@ -63,7 +64,9 @@ int run_bench(int argc, char** argv) {
   TERN_CHECK(graphs == "on" || graphs == "off", "[bench] expected --cuda-graphs on or off, got '{}'", graphs);
   const KVCacheOptions kv = kv_cache_options(a);
   LoadOptions opt = runtime_options(a, kv);
+  Timer load_timer;
   LoadedModel m = load_for_cli(a.get("MODEL_DIR"), opt);
+  const double load_seconds = load_timer.seconds();
   const Model& model = *m.model;
   const int64_t vocab = model.vocab_size();
   SamplingParams sampling;
@@ -79,7 +82,9 @@ int run_bench(int argc, char** argv) {
   const bool host_sampler = sampler_kind == "host";
   int64_t full_row_copies = 0, sampled_rows = 0;
 
-  std::vector<double> prefill, decode;
+  // decode: whole decode phases. steady: the same without the compiled decoder's one-time steps (its first
+  // step, run eagerly, and each step that captured a graph for a new span bucket); setup_ms: those steps.
+  std::vector<double> prefill, decode, steady, setup_ms;
   bool compiled_used = false;
   for (int64_t r = 0; r < warm + reps; ++r) {
     CacheList caches = model.make_caches(kv);
@@ -106,18 +111,27 @@ int run_bench(int argc, char** argv) {
       return out;
     };
     std::vector<int32_t> next = pick(logits);
+    double setup = 0.0;
+    int64_t setup_steps = 0;
     if (graphs == "on" && CompiledDecoder::supported(model, caches)) {
       compiled_used = true;
       CompiledDecoder dec(model, caches, P + G + 1);
       dec.set_ids(next);
       for (int64_t g = 0; g < G; ++g) {
+        // Each step ends with its ids on the host (a sync), so its wall time is its whole cost.
+        Timer st;
+        const size_t graphs_before = dec.graphs();
         dec.step();
         if (!sampled) {
           next = dec.greedy_ids();
-          continue;
+        } else {
+          next = pick(dec.logits());
+          dec.set_ids(next);
         }
-        next = pick(dec.logits());
-        dec.set_ids(next);
+        if (g == 0 || dec.graphs() != graphs_before) {
+          setup += st.seconds();
+          ++setup_steps;
+        }
       }
     } else {
       for (int64_t g = 0; g < G; ++g) {
@@ -136,11 +150,14 @@ int run_bench(int argc, char** argv) {
     if (r >= warm) {
       prefill.push_back(B * P / tp);
       decode.push_back(B * G / td);
+      if (G > setup_steps) steady.push_back(B * (G - setup_steps) / (td - setup));
+      setup_ms.push_back(setup * 1e3);
     }
   }
   const std::string device = opt.device.is_cpu() ? fmt::format("cpu ({} threads)", num_threads()) : cuda_device_name();
   nlohmann::json out = {{"model", m.dir},
                         {"device", device},
+                        {"load_seconds", load_seconds},
                         {"prompt_tokens", P},
                         {"gen_tokens", G},
                         {"repeats", reps},
@@ -160,12 +177,14 @@ int run_bench(int argc, char** argv) {
                         {"prefill_min", *std::min_element(prefill.begin(), prefill.end())},
                         {"prefill_max", *std::max_element(prefill.begin(), prefill.end())},
                         {"decode_min", *std::min_element(decode.begin(), decode.end())},
-                        {"decode_max", *std::max_element(decode.begin(), decode.end())}};
+                        {"decode_max", *std::max_element(decode.begin(), decode.end())},
+                        {"decode_setup_ms", median(setup_ms)},
+                        {"decode_steady_tokens_per_second", steady.empty() ? nlohmann::json() : nlohmann::json(median(steady))}};
   if (a.has("json")) {
     std::puts(out.dump().c_str());
     return 0;
   }
-  std::printf("model    %s on %s\n", m.dir.c_str(), device.c_str());
+  std::printf("model    %s on %s (loaded in %.2f s)\n", m.dir.c_str(), device.c_str(), load_seconds);
   std::printf("prefill  %lld tokens per row: %.1f tok/s (median of %lld; min %.1f, max %.1f)\n", (long long)P, median(prefill),
               (long long)reps, out["prefill_min"].get<double>(), out["prefill_max"].get<double>());
   const std::string how =
@@ -178,6 +197,10 @@ int run_bench(int argc, char** argv) {
               "max %.1f)\n",
               (long long)G, (long long)P, (long long)B, how.c_str(), compiled_used ? ", compiled (CUDA graphs)" : "",
               median(decode), (long long)reps, out["decode_min"].get<double>(), out["decode_max"].get<double>());
+  if (compiled_used && !steady.empty()) {
+    std::printf("         without the first (eager) step and the graph captures (%.1f ms a run, median): %.1f tok/s\n",
+                median(setup_ms), median(steady));
+  }
   return 0;
 }
 
