@@ -151,8 +151,8 @@ print(" ".join(f"{k} {v}" for k, v in ops.most_common(25)))' "$out/sass.txt" "$T
 sampled_stage() {
   local size dir settings s kind
   settings=("" "--temperature 0.6 --top-k 20 --top-p 0.95" "--temperature 0.7 --top-p 0.9" "--temperature 1.0")
-  echo "| checkpoint | decode | tok/s (median; min-max) |"
-  echo "|---|---|---|"
+  echo "| checkpoint | decode | tok/s (median; min-max) | without the first step and graph captures (their ms) |"
+  echo "|---|---|---|---|"
   for size in $TERN_GPU_SAMPLED; do
     dir=/tmp/tern-sampled-$size
     python3 bench/qwen3_random.py "$size" "$dir" >/dev/null
@@ -165,16 +165,17 @@ sampled_stage() {
           python3 -c 'import json, sys
 d = json.load(sys.stdin); s = d["decode_sampling"]
 how = s if isinstance(s, str) else ", ".join("%s %s" % kv for kv in s.items())
-print("| %s | %s | %.1f (%.1f-%.1f) |" % (sys.argv[1], how, d["decode_tokens_per_second"], d["decode_min"],
-                                       d["decode_max"]))' "$size"
+steady = d.get("decode_steady_tokens_per_second")
+print("| %s | %s | %.1f (%.1f-%.1f) | %s |" % (sys.argv[1], how, d["decode_tokens_per_second"], d["decode_min"],
+      d["decode_max"], "%.1f (%.1f ms)" % (steady, d["decode_setup_ms"]) if steady else "-"))' "$size"
       done
     done
     # The peer in the same run: HF transformers on the same config.json (bench/hf_sampled.py).
     python3 bench/hf_sampled.py "$dir" 2>/dev/null | python3 -c 'import json, sys
 d = json.load(sys.stdin)
 for k, v in d.items():
-    if k != "model": print("| %s | HF transformers, %s | %.1f |" % (sys.argv[1], k, v))' "$size" ||
-      echo "| $size | HF transformers | not run (no torch / transformers here) |"
+    if k != "model": print("| %s | HF transformers, %s | %.1f | |" % (sys.argv[1], k, v))' "$size" ||
+      echo "| $size | HF transformers | not run (no torch / transformers here) | |"
   done
 }
 
