@@ -22,7 +22,7 @@ __device__ __forceinline__ void pdl_launch() { asm volatile("griddepcontrol.laun
 // Launches k with the programmatic-stream-serialization attribute (its blocks may start while the
 // previous kernel drains; the kernel's pdl_wait() orders it).
 template <typename... Pr, typename... A>
-static void launch(void (*k)(Pr...), int grid, int block, cudaStream_t s, A... args) {
+static void launch(void (*k)(Pr...), dim3 grid, int block, cudaStream_t s, A... args) {
   cudaLaunchAttribute at[1]{};
   at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   at[0].val.programmaticStreamSerializationAllowed = 1;

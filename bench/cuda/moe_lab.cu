@@ -137,31 +137,17 @@ int main() {
   fill_bf16<<<8, 256, 0, s>>>(x, H, 5, 2.0f);
   CK(cudaStreamSynchronize(s));
 
+  // tern's two kernels for layer l, as its decode launches them for one token (weights past L1).
   const dim3 up_grid(I / 8, TOPK);
-  // lab.cuh's launch takes a 1-D grid; these two need 2-D ones.
-  auto launch2 = [&](auto kern, dim3 grid, auto... args) {
-    cudaLaunchAttribute at[1]{};
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = grid;
-    cfg.blockDim = 256;
-    cfg.stream = s;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    CK(cudaLaunchKernelEx(&cfg, kern, args...));
+  auto tern_up = [&](int l) {
+    launch(k::moe_gate_up_kernel<false, 8, true>, up_grid, 256, s, static_cast<const __nv_bfloat16*>(x + l * H),
+           static_cast<const int32_t*>(ex[l]), int64_t{TOPK}, static_cast<const __nv_bfloat16*>(gu[l]), int64_t{E},
+           int64_t{H}, int64_t{I}, h);
   };
-  auto run_tern = [&](int l) {
-    launch2(k::moe_gate_up_kernel<false, 8, true>, up_grid, x + l * H, ex[l], int64_t{TOPK}, gu[l], int64_t{E},
-            int64_t{H}, int64_t{I}, h);
-    launch2(k::moe_down_kernel<4, __nv_bfloat16, true>, dim3(H, 1), static_cast<const float*>(h),
-            static_cast<const int32_t*>(ex[l]), static_cast<const float*>(wts[l]), int64_t{TOPK},
-            static_cast<const __nv_bfloat16*>(dn[l]), int64_t{E}, int64_t{H}, int64_t{I}, x + (l + 1) * H);
-  };
-  auto down_as_tern = [&](int l) {
-    launch2(k::moe_down_kernel<4, __nv_bfloat16, true>, dim3(H, 1), static_cast<const float*>(h),
-            static_cast<const int32_t*>(ex[l]), static_cast<const float*>(wts[l]), int64_t{TOPK},
-            static_cast<const __nv_bfloat16*>(dn[l]), int64_t{E}, int64_t{H}, int64_t{I}, x + (l + 1) * H);
+  auto tern_down = [&](int l) {
+    launch(k::moe_down_kernel<4, __nv_bfloat16, true>, dim3(H, 1), 256, s, static_cast<const float*>(h),
+           static_cast<const int32_t*>(ex[l]), static_cast<const float*>(wts[l]), int64_t{TOPK},
+           static_cast<const __nv_bfloat16*>(dn[l]), int64_t{E}, int64_t{H}, int64_t{I}, x + (l + 1) * H);
   };
 
   // One graph of L layers of `layer`, us per layer.
@@ -180,11 +166,7 @@ int main() {
     CK(cudaMemcpy(v.data(), h, v.size() * 4, cudaMemcpyDeviceToHost));
     return v;
   };
-  const std::vector<float> want = h_of([&](int l) {
-    launch2(k::moe_gate_up_kernel<false, 8, true>, up_grid, static_cast<const __nv_bfloat16*>(x + l * H),
-            static_cast<const int32_t*>(ex[l]), int64_t{TOPK}, static_cast<const __nv_bfloat16*>(gu[l]), int64_t{E},
-            int64_t{H}, int64_t{I}, h);
-  });
+  const std::vector<float> want = h_of(tern_up);
 
   const double mb_up = TOPK * 2.0 * I * H * 2 / 1e6, mb_down = TOPK * 1.0 * H * I * 2 / 1e6;
   std::printf("Qwen3-30B-A3B experts, batch 1: gate/up %.1f MB + down %.1f MB a layer, %d layers a graph\n", mb_up,
@@ -193,13 +175,16 @@ int main() {
   auto report = [&](const char* name, double us) {
     std::printf("| %s | %.2f | %.0f |\n", name, us, (mb_up + mb_down) * 1e3 / us);
   };
-  report("tern (gate/up 8 loads in flight, then down)", chain_us(run_tern));
+  report("tern (gate/up 8 loads in flight, then down)", chain_us([&](int l) {
+           tern_up(l);
+           tern_down(l);
+         }));
 
   auto variant = [&](const char* name, auto kern, int warps_per_row) {
     const dim3 grid(I / (8 / warps_per_row), TOPK);
     auto up = [&](int l) {
-      launch2(kern, grid, static_cast<const __nv_bfloat16*>(x + l * H), static_cast<const int32_t*>(ex[l]),
-              static_cast<const __nv_bfloat16*>(gu[l]), h);
+      launch(kern, grid, 256, s, static_cast<const __nv_bfloat16*>(x + l * H), static_cast<const int32_t*>(ex[l]),
+             static_cast<const __nv_bfloat16*>(gu[l]), h);
     };
     const std::vector<float> got = h_of(up);
     double diff = 0.0;
@@ -208,7 +193,7 @@ int main() {
     std::snprintf(label, sizeof label, "%s (h max |diff| %.1e)", name, diff);
     report(label, chain_us([&](int l) {
              up(l);
-             down_as_tern(l);
+             tern_down(l);
            }));
   };
   variant("lab 1 warp a row, 8 loads, 4 blocks an SM", gate_up_lab<1, false, 4>, 1);
@@ -231,11 +216,7 @@ int main() {
                   static_cast<int64_t>(TOPK) * 3 * I * H / 8, sink);
          }));
   // Each kernel alone (events around a graph of L of them): where the pair's time goes.
-  report("tern gate/up alone (its bytes over both kernels' time: read GB/s x 2/3)", chain_us([&](int l) {
-           launch2(k::moe_gate_up_kernel<false, 8, true>, up_grid, static_cast<const __nv_bfloat16*>(x + l * H),
-                   static_cast<const int32_t*>(ex[l]), int64_t{TOPK}, static_cast<const __nv_bfloat16*>(gu[l]),
-                   int64_t{E}, int64_t{H}, int64_t{I}, h);
-         }));
-  report("tern down alone (read GB/s x 1/3)", chain_us(down_as_tern));
+  report("tern gate/up alone (its bytes over both kernels' time: read GB/s x 2/3)", chain_us(tern_up));
+  report("tern down alone (read GB/s x 1/3)", chain_us(tern_down));
   return 0;
 }
