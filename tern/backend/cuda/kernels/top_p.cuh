@@ -15,6 +15,7 @@ namespace tern::cuda::kernels {
 
 constexpr int kTopPBins = 1024;     // bins of every histogram
 constexpr int kTopPThreads = 1024;  // the cut kernel's block
+static_assert(kTopPThreads == kTopPBins, "the cut kernel's passes hold one histogram bin per thread");
 constexpr int kTopPChunk = 2048;    // ids per block of the histogram and apply kernels (256 threads)
 constexpr int kTopPCandidates = 49152;  // keys of the crossing bin held in shared memory (192 KB)
 
