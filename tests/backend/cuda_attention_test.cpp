@@ -144,6 +144,29 @@ TEST_F(CudaAttention, SdpaDecodeMergesSplitsInTheLastBlock) {
   ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_SPLITS"), 0);
 }
 
+// The head-128 decode kernel's two key tiles (TERN_CUDA_DECODE_TILE; batch 1 takes 32 keys, larger grids
+// 16) against the CPU: one split, forced splits, lengths that end inside a tile, several queries per
+// row, a window and per-row lengths.
+TEST_F(CudaAttention, SdpaDecodeTileVariants) {
+  const AttnCase cases[] = {
+      {1, 32, 8, 1, 4096, 128, true, 4095, 0, false, false, 0.0f},
+      {3, 4, 4, 2, 777, 128, true, 775, 0, false, false, 0.0f},
+      {2, 8, 2, 4, 600, 128, true, 590, 100, true, false, 0.0f},
+      {1, 32, 4, 1, 200, 128, true, 199, 0, false, false, 0.0f},
+  };
+  uint32_t seed = 900;
+  for (const char* tile : {"16x2", "32x2"}) {
+    SCOPED_TRACE(tile);
+    ASSERT_EQ(setenv("TERN_CUDA_DECODE_TILE", tile, 1), 0);
+    for (const char* splits : {"", "1", "5"}) {
+      if (*splits) ASSERT_EQ(setenv("TERN_CUDA_DECODE_SPLITS", splits, 1), 0);
+      for (const auto& c : cases) check_sdpa(c, Dtype::bf16, seed += 10);
+      ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_SPLITS"), 0);
+    }
+  }
+  ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_TILE"), 0);
+}
+
 // Heads wider than the kernels' 256 (Gemma 4's full layers: 512): bf16/f16 512-dim heads run the
 // tensor-core prefill and flash-decoding (scores over all 512 dims, values in two launches); f32, a
 // bias, other widths, or > 16 rows per kv head in < 16 queries go through ops::sdpa_split_heads (the

@@ -106,11 +106,17 @@ void sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scal
     // further split's share of the merge costs more than its parallelism pays once there are more than
     // about 16 (batch 1, 8 kv heads: 16 splits take 47.6 us at 32k keys, 49 take 57.7). So: at least one
     // block per SM, up to 16 splits while they fit one wave, never more than one wave, and each split
-    // keeping at least one 32-key tile per warp. TERN_CUDA_DECODE_SPLITS=N forces N (for benchmarks).
+    // keeping at least 128 keys (two 16-key tiles per warp). A span of up to 256 keys takes one split:
+    // there the merge's latency costs more than half the walk saves (batch 1, 2026-12-04: one split
+    // against two at a 256-key span was 1,110 against 1,072 tok/s on Qwen3-0.6B and 340 against 329 on
+    // 30B-A3B; at 512 keys four splits still beat one on 0.6B). TERN_CUDA_DECODE_SPLITS=N forces N
+    // (for benchmarks and tests).
     const int64_t heads = p.B * p.Hkv, sms = device_props().multiProcessorCount;
     const int64_t wave = std::max<int64_t>(1, sdpa_decode_blocks_per_sm(q.dtype(), p) * sms / heads);
     int64_t want = std::min(wave, std::max(sms / heads, std::min<int64_t>(wave, 16)));
-    if (const char* e = std::getenv("TERN_CUDA_DECODE_SPLITS")) want = std::max(1, std::atoi(e));
+    const char* forced = std::getenv("TERN_CUDA_DECODE_SPLITS");
+    if (forced) want = std::max(1, std::atoi(forced));
+    else if (p.Lk <= 256) want = 1;
     const int splits = static_cast<int>(std::clamp<int64_t>(std::min(want, p.Lk / 128), 1, 64));
     Tensor workspace;
     if (splits > 1) workspace = Tensor::empty({splits, rows, p.Dv + 2}, Dtype::f32, q.device());

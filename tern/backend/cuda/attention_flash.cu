@@ -57,7 +57,7 @@ int sdpa_decode_blocks_per_sm(Dtype dt, const SdpaParams& p) {
     case 64:
       return decode_blocks_per_sm_64(dt);
     case 128:
-      return decode_blocks_per_sm_128(dt);
+      return decode_blocks_per_sm_128(dt, p);
     case 256:
       return decode_blocks_per_sm_256(dt);
     default:

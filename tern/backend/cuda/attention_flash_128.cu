@@ -1,4 +1,7 @@
 // Tensor-core attention instances for head dim 128 (bf16 and f16): flash prefill and flash-decoding.
+#include <cstdlib>
+#include <cstring>
+
 #include "tern/backend/cuda/flash_launch.cuh"
 #include "tern/backend/cuda/runtime/context.h"
 
@@ -17,10 +20,29 @@ void run_flash_128(Dtype dt, const SdpaParams& p, cudaStream_t s) {
   }
 }
 
+// The decode kernel's key tile and pipeline depth, two stages either way. Grids of at most 16 blocks per
+// kv head in one wave at one block an SM (batch 1 at Qwen3's 4-8 kv heads) take 32-key tiles: 143 KB of
+// shared memory, one block an SM, twice the bytes in flight a warp (H200, 2026-12-04: Qwen3-8B at 32k,
+// 175.5 against 166.0 tok/s; 16-key tiles in 3 or 4 stages: 161.3 and 174.7). Larger grids keep 16-key
+// tiles (74 KB, three blocks an SM) so batched steps stay in one wave. TERN_CUDA_DECODE_TILE=16x2|32x2
+// forces one (for benchmarks and tests).
+namespace {
+bool wide_decode_tiles(const SdpaParams& p) {
+  if (const char* e = std::getenv("TERN_CUDA_DECODE_TILE")) return std::strcmp(e, "32x2") == 0;
+  return p.B * p.Hkv * 16 <= device_props().multiProcessorCount;
+}
+}  // namespace
+
 void run_decode_128(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters, cudaStream_t s) {
-  run_decode<128, 16, 2>(dt, p, n_splits, workspace, counters, s);
+  if (wide_decode_tiles(p)) {
+    run_decode<128, 32, 2>(dt, p, n_splits, workspace, counters, s);
+  } else {
+    run_decode<128, 16, 2>(dt, p, n_splits, workspace, counters, s);
+  }
 }
 
-int decode_blocks_per_sm_128(Dtype dt) { return decode_blocks_per_sm<128, 16, 2>(dt); }
+int decode_blocks_per_sm_128(Dtype dt, const SdpaParams& p) {
+  return wide_decode_tiles(p) ? decode_blocks_per_sm<128, 32, 2>(dt) : decode_blocks_per_sm<128, 16, 2>(dt);
+}
 
 }  // namespace tern::cuda

@@ -129,7 +129,7 @@ void run_flash_512(Dtype dt, const SdpaParams& p, cudaStream_t s);
 void run_decode_64(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters, cudaStream_t s);
 int decode_blocks_per_sm_64(Dtype dt);
 void run_decode_128(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters, cudaStream_t s);
-int decode_blocks_per_sm_128(Dtype dt);
+int decode_blocks_per_sm_128(Dtype dt, const SdpaParams& p);
 void run_decode_256(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters, cudaStream_t s);
 int decode_blocks_per_sm_256(Dtype dt);
 void run_decode_512(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters, cudaStream_t s);
