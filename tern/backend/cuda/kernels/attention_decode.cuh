@@ -268,8 +268,8 @@ __device__ __forceinline__ void merge_split_partials(const float* partial, int n
   }
 }
 
-// STAGES >= 2: each warp's next STAGES - 1 K/V tiles are in flight (cp.async) while the current one is
-// read; 1: loaded synchronously (for wide heads, whose buffers would cost occupancy).
+// STAGES 2: each warp's next K/V tile is in flight (cp.async) while the current one is read; 1: loaded
+// synchronously (for wide heads, whose double buffers would cost occupancy).
 template <typename T, int HD, int BN, int STAGES, int HDV = HD>
 __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(DecodeArgs a) {
   grid_dependency_wait();
@@ -328,30 +328,24 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
   // cache beyond its length): zeros are loaded there so masked keys cannot bring NaN into P V.
   auto masked = [&](int rr, int64_t j) { return j < row_lo[rr] || j >= row_hi[rr] || j >= stop; };
   const int64_t first = start + warp * BN, step = kFlashWarps * BN;
-  if constexpr (STAGES >= 2) {
+  if constexpr (STAGES == 2) {
     auto issue = [&](int64_t n0, int buf) {
       const int valid = static_cast<int>(min(static_cast<int64_t>(BN), hi_max - n0));
       T* sk = tiles + buf * kTile;
       warp_load_tile_async<T, HD>(sk, kg + n0 * a.ks[2], a.ks[2], BN, valid, lane);
       warp_load_tile_async<T, HDV>(sk + kVOff, vg + n0 * a.vs[2], a.vs[2], BN, valid, lane);
     };
-    // STAGES - 1 tiles in flight while one is read: tile i lives in buffer i % STAGES.
-#pragma unroll
-    for (int i = 0; i < STAGES - 1; ++i) {
-      if (first + i * step < stop) issue(first + i * step, i);
-      cp_async_commit();
-    }
+    if (first < stop) issue(first, 0);
+    cp_async_commit();
     int buf = 0;
-    for (int64_t n0 = first; n0 < stop; n0 += step) {
-      const int64_t ahead = n0 + (STAGES - 1) * step;
-      if (ahead < stop) issue(ahead, buf == 0 ? STAGES - 1 : buf - 1);  // the buffer read last iteration
+    for (int64_t n0 = first; n0 < stop; n0 += step, buf ^= 1) {
+      if (n0 + step < stop) issue(n0 + step, buf ^ 1);
       cp_async_commit();
-      cp_async_wait<STAGES - 1>();
+      cp_async_wait<1>();
       __syncwarp();
       const T* sk = tiles + buf * kTile;
       decode_tile<T, HD, BN, HDV>(sq, sk, sk + kVOff, n0, a.scale, a.softcap, o, row_m, row_l, masked);
-      __syncwarp();  // the buffer is refilled STAGES tiles on
-      buf = buf + 1 == STAGES ? 0 : buf + 1;
+      __syncwarp();  // the buffer is refilled two tiles on
     }
     cp_async_wait<0>();
   } else {
