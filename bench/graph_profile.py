@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Summarise the kernels of compiled decode steps from an Nsight Systems GPU trace.
+
+Usage:
+  nsys profile -o run --trace=cuda --cuda-graph-trace=node tern bench DIR --device cuda ...
+  nsys stats --report cuda_gpu_trace --format csv --output trace run.nsys-rep
+  python3 bench/graph_profile.py trace_cuda_gpu_trace.csv [--gap-us 4]
+
+Kernels are split into steps wherever the GPU sits idle for more than --gap-us; the steps with the most
+common kernel count are taken as the decode steps. For each kernel name the table gives its launches a
+step, its mean duration, and its mean "exposed" time: the time from the previous kernel's end (in end
+order) to its own end, which is what the kernel adds to the step when kernels overlap under programmatic
+dependent launch. The exposed times of a step add up to the step's span.
+"""
+import argparse
+import collections
+import csv
+import sys
+
+
+def load(path):
+    rows = []
+    with open(path, newline="") as f:
+        for r in csv.DictReader(f):
+            name = r.get("Name", "")
+            if not r.get("GrdX"):  # memcpy and memset rows carry no grid
+                continue
+            start = int(r["Start (ns)"])
+            rows.append((start, start + int(r["Duration (ns)"]), name))
+    if not rows:
+        sys.exit(f"{path}: no kernel rows (expected the cuda_gpu_trace report of nsys stats, CSV)")
+    rows.sort()
+    return rows
+
+
+def short(name):
+    name = name.split("(")[0]
+    for prefix in ("void ", "tern::cuda::kernels::"):
+        name = name.replace(prefix, "")
+    return name[:70]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("csv")
+    ap.add_argument("--gap-us", type=float, default=4.0)
+    ap.add_argument("--first", help="a step starts at each kernel whose name contains this (instead of idle gaps)")
+    a = ap.parse_args()
+    rows = load(a.csv)
+    steps, cur, last_end = [], [], 0
+    for s, e, n in rows:
+        starts = (a.first in n) if a.first else (s - last_end > a.gap_us * 1000)
+        if cur and starts:
+            steps.append(cur)
+            cur = []
+        last_end = max(last_end, e) if cur else e
+        cur.append((s, e, n))
+    steps.append(cur)
+    common = collections.Counter(len(s) for s in steps).most_common(1)[0][0]
+    decode = [s for s in steps if len(s) == common]
+    if len(decode) > 2:
+        decode = decode[1:-1]  # the first and last of a run may carry warm-up or teardown
+    dur = collections.defaultdict(float)
+    exposed = collections.defaultdict(float)
+    count = collections.defaultdict(int)
+    order = []
+    span = 0.0
+    for st in decode:
+        span += max(e for _, e, _ in st) - st[0][0]
+        prev_end = st[0][0]
+        for s, e, n in sorted(st, key=lambda r: r[1]):
+            k = short(n)
+            if k not in count:
+                order.append(k)
+            count[k] += 1
+            dur[k] += e - s
+            exposed[k] += e - prev_end
+            prev_end = e
+    n = len(decode)
+    print(f"{len(steps)} idle-separated segments; {n} decode steps of {common} kernels; "
+          f"mean step span {span / n / 1000:.1f} us")
+    print("| kernel | a step | mean us | exposed us a step | share |")
+    print("|---|---|---|---|---|")
+    for k in sorted(order, key=lambda k: -exposed[k]):
+        print(f"| {k} | {count[k] / n:g} | {dur[k] / count[k] / 1000:.2f} | {exposed[k] / n / 1000:.1f} | "
+              f"{100 * exposed[k] / span:.0f} % |")
+
+
+if __name__ == "__main__":
+    main()
