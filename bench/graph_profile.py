@@ -6,8 +6,8 @@ Usage:
   nsys stats --report cuda_gpu_trace --format csv --output trace run.nsys-rep
   python3 bench/graph_profile.py trace_cuda_gpu_trace.csv [--gap-us 4]
 
-Kernels are split into steps wherever the GPU sits idle for more than --gap-us; the steps with the most
-common kernel count are taken as the decode steps. For each kernel name the table gives its launches a
+Kernels are split into steps wherever the GPU sits idle for more than --gap-us; the segments of the kernel
+count that holds the most kernels in all are taken as the decode steps. For each kernel name the table gives its launches a
 step, its mean duration, and its mean "exposed" time: the time from the previous kernel's end (in end
 order) to its own end, which is what the kernel adds to the step when kernels overlap under programmatic
 dependent launch. The exposed times of a step add up to the step's span.
@@ -56,7 +56,10 @@ def main():
         last_end = max(last_end, e) if cur else e
         cur.append((s, e, n))
     steps.append(cur)
-    common = collections.Counter(len(s) for s in steps).most_common(1)[0][0]
+    # The decode steps: the segment length that holds the most kernels in all (load-time and other lone
+    # kernels make many short segments).
+    lengths = collections.Counter(len(s) for s in steps)
+    common = max(lengths, key=lambda n: n * lengths[n])
     decode = [s for s in steps if len(s) == common]
     if len(decode) > 2:
         decode = decode[1:-1]  # the first and last of a run may carry warm-up or teardown
