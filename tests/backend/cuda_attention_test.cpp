@@ -167,6 +167,38 @@ TEST_F(CudaAttention, SdpaDecodeTileVariants) {
   ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_TILE"), 0);
 }
 
+// Flash-decoding's splits merged inside a thread-block cluster (spans of up to 512 keys by default, or
+// forced split counts of 2-8) against the CPU, and the same problems with the global merge: spans that
+// end inside a split or leave splits empty (per-row lengths), 1-8 query heads a kv head, several queries
+// a row, a window, a soft cap, head dims 64 and 128, both tiles.
+TEST_F(CudaAttention, SdpaDecodeClusterMerge) {
+  const AttnCase cases[] = {
+      {1, 32, 4, 1, 256, 128, true, 255, 0, false, false, 0.0f},
+      {1, 16, 8, 1, 200, 128, true, 199, 0, true, false, 0.0f},
+      {2, 8, 8, 1, 512, 128, true, 511, 0, true, false, 0.0f},
+      {3, 4, 4, 2, 300, 128, true, 298, 0, false, false, 0.0f},
+      {2, 8, 2, 4, 450, 128, true, 446, 100, true, false, 0.0f},
+      {1, 8, 1, 1, 96, 64, true, 95, 0, false, false, 0.0f},
+      {2, 16, 8, 1, 380, 64, true, 379, 0, true, false, 30.0f},
+      {1, 32, 8, 1, 777, 128, true, 776, 0, false, false, 0.0f},
+  };
+  uint32_t seed = 1300;
+  for (const char* cluster : {"1", "0"}) {
+    SCOPED_TRACE(cluster);
+    ASSERT_EQ(setenv("TERN_CUDA_DECODE_CLUSTER", cluster, 1), 0);
+    for (const char* splits : {"", "2", "3", "8"}) {
+      SCOPED_TRACE(splits);
+      if (*splits) ASSERT_EQ(setenv("TERN_CUDA_DECODE_SPLITS", splits, 1), 0);
+      for (const auto& c : cases) check_sdpa(c, Dtype::bf16, seed += 10);
+      ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_SPLITS"), 0);
+    }
+  }
+  ASSERT_EQ(setenv("TERN_CUDA_DECODE_TILE", "32x2", 1), 0);
+  for (const auto& c : cases) check_sdpa(c, Dtype::bf16, seed += 10);
+  ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_TILE"), 0);
+  ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_CLUSTER"), 0);
+}
+
 // Heads wider than the kernels' 256 (Gemma 4's full layers: 512): bf16/f16 512-dim heads run the
 // tensor-core prefill and flash-decoding (scores over all 512 dims, values in two launches); f32, a
 // bias, other widths, or > 16 rows per kv head in < 16 queries go through ops::sdpa_split_heads (the

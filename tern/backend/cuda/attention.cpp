@@ -111,21 +111,38 @@ void sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scal
     // against two at a 256-key span was 1,110 against 1,072 tok/s on Qwen3-0.6B and 340 against 329 on
     // 30B-A3B; at 512 keys four splits still beat one on 0.6B). TERN_CUDA_DECODE_SPLITS=N forces N
     // (for benchmarks and tests).
+    //
+    // Where 2-8 splits of a kv head can run as one thread-block cluster (sm_90, value dims <= 128) they
+    // merge through distributed shared memory instead: no partials in global memory, no fence, no
+    // counter. A span of up to 512 keys then takes a split per 64 keys (one 16-key tile a warp) within
+    // one wave. TERN_CUDA_DECODE_CLUSTER=0 keeps the global merge (for benchmarks and tests).
     const int64_t heads = p.B * p.Hkv, sms = device_props().multiProcessorCount;
-    const int64_t wave = std::max<int64_t>(1, sdpa_decode_blocks_per_sm(q.dtype(), p) * sms / heads);
-    int64_t want = std::min(wave, std::max(sms / heads, std::min<int64_t>(wave, 16)));
     const char* forced = std::getenv("TERN_CUDA_DECODE_SPLITS");
-    if (forced) want = std::max(1, std::atoi(forced));
-    else if (p.Lk <= 256) want = 1;
-    const int splits = static_cast<int>(std::clamp<int64_t>(std::min(want, p.Lk / 128), 1, 64));
+    const char* cluster_env = std::getenv("TERN_CUDA_DECODE_CLUSTER");
+    const bool cluster_ok = device_props().major >= 9 && p.Dv <= 128 && p.D <= 128 &&
+                            !(cluster_env && std::strcmp(cluster_env, "0") == 0);
+    int64_t splits = 1;
+    if (cluster_ok && !forced && p.Lk <= 512) {
+      p.cluster_splits = true;  // the tiles a cluster merge takes, for the occupancy below
+      const int64_t wave = std::max<int64_t>(1, sdpa_decode_blocks_per_sm(q.dtype(), p) * sms / heads);
+      splits = std::clamp<int64_t>(std::min((p.Lk + 63) / 64, wave), 1, kDecodeClusterSplits);
+    } else {
+      const int64_t wave = std::max<int64_t>(1, sdpa_decode_blocks_per_sm(q.dtype(), p) * sms / heads);
+      int64_t want = std::min(wave, std::max(sms / heads, std::min<int64_t>(wave, 16)));
+      if (forced) want = std::max(1, std::atoi(forced));
+      else if (p.Lk <= 256) want = 1;
+      splits = std::clamp<int64_t>(std::min(want, p.Lk / 128), 1, 64);
+    }
+    p.cluster_splits = cluster_ok && splits >= 2 && splits <= kDecodeClusterSplits;
     Tensor workspace;
-    if (splits > 1) workspace = Tensor::empty({splits, rows, p.Dv + 2}, Dtype::f32, q.device());
+    if (splits > 1 && !p.cluster_splits) workspace = Tensor::empty({splits, rows, p.Dv + 2}, Dtype::f32, q.device());
     // The last split of each kv head merges the partials itself, unless TERN_CUDA_DECODE_COMBINE=launch.
     unsigned* counters = nullptr;
     const char* combine = std::getenv("TERN_CUDA_DECODE_COMBINE");
-    if (splits > 1 && heads <= kCounters && !(combine && std::strcmp(combine, "launch") == 0))
+    if (splits > 1 && !p.cluster_splits && heads <= kCounters && !(combine && std::strcmp(combine, "launch") == 0))
       counters = zeroed_counters();
-    launch_sdpa_decode(q.dtype(), p, splits, splits > 1 ? workspace.data<float>() : nullptr, counters, stream());
+    launch_sdpa_decode(q.dtype(), p, static_cast<int>(splits), workspace.defined() ? workspace.data<float>() : nullptr,
+                       counters, stream());
     return;
   }
   if (tensor_cores && p.Lq >= 16) {

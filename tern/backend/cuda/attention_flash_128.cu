@@ -25,14 +25,14 @@ void run_flash_128(Dtype dt, const SdpaParams& p, cudaStream_t s) {
 // shared memory, one block an SM, twice the bytes in flight a warp (H200, 2026-12-04: Qwen3-8B at 32k,
 // 175.5 against 166.0 tok/s; 16-key tiles in 3 or 4 stages: 161.3 and 174.7). Larger grids keep 16-key
 // tiles (74 KB, three blocks an SM) so batched steps stay in one wave, and so do GPUs whose blocks cannot
-// have 143 KB (sm_86/89: 99 KB). TERN_CUDA_DECODE_TILE=16x2|32x2 forces one where it fits (for benchmarks
-// and tests).
+// have 143 KB (sm_86/89: 99 KB), and so do cluster-merged splits (64 keys a split: one 16-key tile a warp).
+// TERN_CUDA_DECODE_TILE=16x2|32x2 forces one where it fits (for benchmarks and tests).
 namespace {
 bool wide_decode_tiles(const SdpaParams& p) {
   const cudaDeviceProp& dev = device_props();
   if (dev.sharedMemPerBlockOptin < DecodeKernel<__nv_bfloat16, 128, 32, 2, 128>::smem) return false;
   if (const char* e = std::getenv("TERN_CUDA_DECODE_TILE")) return std::strcmp(e, "32x2") == 0;
-  return p.B * p.Hkv * 16 <= dev.multiProcessorCount;
+  return !p.cluster_splits && p.B * p.Hkv * 16 <= dev.multiProcessorCount;
 }
 }  // namespace
 

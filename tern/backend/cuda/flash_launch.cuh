@@ -52,12 +52,17 @@ void run_flash(Dtype dt, const SdpaParams& p, cudaStream_t s) {
   }
 }
 
+static_assert(kDecodeClusterSplits == kernels::kDecodeClusterMax);
+
 template <typename T, int HD, int BN, int STAGES, int HDV>
 struct DecodeKernel {
   static constexpr size_t q_bytes = 16 * (HD + 8) * sizeof(T);
   static constexpr size_t kv_bytes = kernels::kFlashWarps * STAGES * BN * (HD + 8 + HDV + 8) * sizeof(T);
+  // decode_merge's scratch, and past it the cluster merge's (head dims <= 128 only)
   static constexpr size_t merge_bytes =
-      (kernels::kFlashWarps * 16 * 2 + kernels::kFlashWarps * 16 * HDV) * sizeof(float);
+      (kernels::kFlashWarps * 16 * 2 + kernels::kFlashWarps * 16 * HDV +
+       (HDV <= 128 ? kernels::decode_cluster_floats<HDV>() : 0)) *
+      sizeof(float);
   static constexpr size_t smem = q_bytes + (kv_bytes > merge_bytes ? kv_bytes : merge_bytes);
   static_assert(merge_bytes >= 64 * 16 * 2 * sizeof(float), "merge_split_partials' scratch");
   static constexpr auto kernel = kernels::attention_decode_kernel<T, HD, BN, STAGES, HDV>;
@@ -92,15 +97,16 @@ void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, unsig
   a.window = p.window;
   a.kv_len = p.kv_len;
   a.n_splits = n_splits;
-  a.counters = n_splits > 1 ? counters : nullptr;
+  a.cluster = p.cluster_splits && HDV <= 128;  // the caller asks only for 2..kDecodeClusterMax splits
+  a.counters = n_splits > 1 && !a.cluster ? counters : nullptr;
   dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
   const int64_t rows = p.B * p.Hq * p.Lq;
   // The value slices [c, c + HDV) one after the other; each reuses the workspace (rows of HDV + 2).
   for (int64_t c = 0; c < p.Dv; c += HDV) {
     a.v = static_cast<const T*>(p.v) + c;
     a.out = static_cast<T*>(p.out) + c;
-    launch_kernel(K::kernel, grid, kernels::kFlashWarps * 32, K::smem, s, a);
-    if (n_splits > 1 && !a.counters) {
+    launch_kernel_clusters(K::kernel, grid, kernels::kFlashWarps * 32, K::smem, s, a.cluster ? n_splits : 1, a);
+    if (n_splits > 1 && !a.counters && !a.cluster) {
       launch_kernel(kernels::attention_combine_kernel<T>, static_cast<unsigned>(rows), 128, 0, s, workspace,
                     static_cast<T*>(a.out), rows, static_cast<int64_t>(HDV), n_splits, p.Dv);
     }

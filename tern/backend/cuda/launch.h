@@ -183,7 +183,11 @@ struct SdpaParams {
   const int32_t* kv_len = nullptr;  // [B] on the device, or nullptr
   const float* bias = nullptr;      // f32, broadcast by bias_stride (b, h, i, j; 0 for broadcast dims)
   int64_t bias_stride[4] = {};
+  // Flash-decoding only: the key splits of each kv head run as one thread-block cluster and merge
+  // through distributed shared memory (2 <= n_splits <= kDecodeClusterSplits, value dims <= 128, sm_90).
+  bool cluster_splits = false;
 };
+constexpr int kDecodeClusterSplits = 8;
 // attention_rows.cu: any shape and dtype; one block per (query row, key split). workspace holds
 // n_splits * B * Hq * Lq * (Dv + 2) floats when n_splits > 1.
 void launch_sdpa_rows(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s);
@@ -195,7 +199,8 @@ void launch_sdpa_flash(Dtype dt, const SdpaParams& p, cudaStream_t s);
 // Tensor-core flash-decoding (flash_eligible problems with (Hq / Hkv) * Lq <= 16): one block per
 // (key split, kv head, batch row); workspace as for launch_sdpa_rows when n_splits > 1 (n_splits <= 64).
 // counters: B * Hkv device counters at zero (left at zero), with which the last split of each kv head
-// to finish merges the partials; nullptr: a separate combine launch merges them.
+// to finish merges the partials; nullptr: a separate combine launch merges them. With p.cluster_splits
+// neither is used: the splits merge inside their cluster.
 void launch_sdpa_decode(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, unsigned* counters,
                         cudaStream_t s);
 // How many flash-decoding blocks of this problem's head dim and dtype one SM holds at once.

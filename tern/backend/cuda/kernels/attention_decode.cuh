@@ -2,9 +2,13 @@
 // 16 mma rows are the query rows that read that kv head (G query heads x Lq queries, <= 16), so K/V
 // are read once per kv head, not once per query head. The 4 warps walk disjoint key tiles with their
 // own online softmax, merge in shared memory, and write either the output (one split) or a partial
-// (acc, max, sum) that attention_combine_kernel merges. HD is the q/k head dim, HDV the value dims one
-// launch produces (HD, or a 256-wide slice of Gemma 4's 512-dim values; each slice recomputes the scores).
+// (acc, max, sum) that attention_combine_kernel merges -- or, launched as one thread-block cluster per
+// kv head, merge the splits through distributed shared memory. HD is the q/k head dim, HDV the value
+// dims one launch produces (HD, or a 256-wide slice of Gemma 4's 512-dim values; each slice recomputes
+// the scores).
 #pragma once
+#include <cooperative_groups.h>
+
 #include "tern/backend/cuda/kernels/attention_flash.cuh"
 
 namespace tern::cuda::kernels {
@@ -24,7 +28,16 @@ struct DecodeArgs {
   const int32_t* kv_len;
   int n_splits;
   unsigned* counters;  // [B * Hkv] at zero, or nullptr: the last split of a kv head merges the partials
+  bool cluster;        // the splits of a kv head are one cluster (n_splits <= kDecodeClusterMax): see below
 };
+
+// The most splits a cluster merge takes (the portable cluster size), and the floats of shared memory
+// it needs past decode_merge's scratch: each block's merged rows [16][HDV + 2] and the splits' weights.
+constexpr int kDecodeClusterMax = 8;
+template <int HDV>
+constexpr int decode_cluster_floats() {
+  return 16 * (HDV + 2) + kDecodeClusterMax * 16;
+}
 
 // Copies `rows` rows (HD elements, row stride `stride`) into smem rows of HD + 8 using one warp; rows
 // at or past `valid` are zero.
@@ -268,6 +281,51 @@ __device__ __forceinline__ void merge_split_partials(const float* partial, int n
   }
 }
 
+// The merge of a kv head's S splits when they run as one thread-block cluster (S blocks along x): each
+// block merges its warps (decode_merge) into its own `part` [16][HDV + 2] (acc, then the row's max in
+// the log2 domain and its sum); after a cluster barrier, block q writes output dims [q c, (q + 1) c),
+// c = ceil(HDV / S), of every row from all S parts (distributed shared memory), and a second barrier
+// keeps each part alive until the cluster has read it. No partials in global memory, no fence, no
+// counter: the last-block merge's round trips through L2 become two cluster barriers.
+template <typename T, int HDV, typename Row>
+__device__ __forceinline__ void decode_cluster_merge(float* part, float* scratch, int R, int S,
+                                                     const float (&o)[HDV / 8][4], float (&row_m)[2],
+                                                     float (&row_l)[2], T* out, int64_t os, Row out_row) {
+  namespace cg = cooperative_groups;
+  float* weight = part + 16 * (HDV + 2);  // [split][16]: each split's share of a row
+  decode_merge<HDV>(scratch, R, o, row_m, row_l, [&](int r, int d, float acc, float M, float L) {
+    part[r * (HDV + 2) + d] = acc;
+    if (d == 0) part[r * (HDV + 2) + HDV] = M, part[r * (HDV + 2) + HDV + 1] = L;
+  });
+  cg::cluster_group cluster = cg::this_cluster();
+  cluster.sync();
+  if (threadIdx.x < R) {
+    const int r = threadIdx.x;
+    float m[kDecodeClusterMax], M = -INFINITY, L = 0.0f;
+    for (int s = 0; s < S; ++s) {
+      m[s] = cluster.map_shared_rank(part, s)[r * (HDV + 2) + HDV];
+      M = fmaxf(M, m[s]);
+    }
+    for (int s = 0; s < S; ++s) {
+      const float f = m[s] == -INFINITY ? 0.0f : exp2f(m[s] - M);
+      weight[s * 16 + r] = f;
+      L += cluster.map_shared_rank(part, s)[r * (HDV + 2) + HDV + 1] * f;
+    }
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+    for (int s = 0; s < S; ++s) weight[s * 16 + r] *= inv;
+  }
+  __syncthreads();
+  const int c = (HDV + S - 1) / S, d0 = static_cast<int>(cluster.block_rank()) * c;
+  for (int idx = threadIdx.x; idx < R * c; idx += blockDim.x) {
+    const int r = idx / c, d = d0 + idx % c;
+    if (d >= HDV) continue;
+    float acc = 0.0f;
+    for (int s = 0; s < S; ++s) acc += weight[s * 16 + r] * cluster.map_shared_rank(part, s)[r * (HDV + 2) + d];
+    out[out_row(r) * os + d] = from_f32<T>(acc);
+  }
+  cluster.sync();
+}
+
 // STAGES 2: each warp's next K/V tile is in flight (cp.async) while the current one is read; 1: loaded
 // synchronously (for wide heads, whose double buffers would cost occupancy).
 template <typename T, int HD, int BN, int STAGES, int HDV = HD>
@@ -364,9 +422,19 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
   __syncthreads();  // every warp is done with its K/V tiles: reuse that smem
   float* scratch = reinterpret_cast<float*>(decode_smem + 16 * kStride * sizeof(T));
   const int64_t rows_total = static_cast<int64_t>(gridDim.z) * a.Hq * a.Lq;
-  decode_merge<HDV>(scratch, R, o, row_m, row_l, [&](int r, int d, float acc, float M, float L) {
+  auto out_row = [&](int r) {
     const int64_t h = hk * G + r / a.Lq, i = r % a.Lq;
-    const int64_t row = (b * a.Hq + h) * a.Lq + i;
+    return (b * a.Hq + h) * a.Lq + i;
+  };
+  if constexpr (HDV <= 128) {
+    if (a.cluster) {
+      decode_cluster_merge<T, HDV>(scratch + kFlashWarps * 16 * (2 + HDV), scratch, R, a.n_splits, o, row_m, row_l,
+                                   static_cast<T*>(a.out), a.os, out_row);
+      return;
+    }
+  }
+  decode_merge<HDV>(scratch, R, o, row_m, row_l, [&](int r, int d, float acc, float M, float L) {
+    const int64_t row = out_row(r);
     if (a.n_splits == 1) {
       static_cast<T*>(a.out)[row * a.os + d] = from_f32<T>(L > 0.0f ? acc / L : 0.0f);
     } else {
