@@ -234,48 +234,54 @@ TEST_F(CudaMoe, Bf16OutputIsTheF32OneRounded) {
 // ops::moe_norm_route (one kernel for <= 4 bf16 rows, E <= 256) against pre_norm, the f32 router product
 // and moe_route on the same device: the sums and normed rows bit for bit, the same experts, the weights to
 // f32 rounding; past its limits (5 rows, 300 experts) the composed ops run. Called many times in a row,
-// so a block counter left non-zero would fail the later calls.
+// so a block counter left non-zero would fail the later calls. Both kernels: the cluster that routes in
+// its first block (sm_90) and the grid that routes in its last (TERN_CUDA_MOE_ROUTE=atomic).
 TEST_F(CudaMoe, NormRouteMatchesTheThreeOps) {
   uint32_t seed = 1000;
-  for (int64_t H : {64, 2048}) {
-    for (int64_t E : {8, 60, 128, 256, 300}) {
-      for (int64_t M : {1, 2, 4, 5}) {
-        for (int variant = 0; variant < 3; ++variant) {  // delta and weight; weight only; neither
-          const int64_t k = std::min<int64_t>(8, E / 2);
-          ops::PreNorm in;
-          in.x = ops::cast(randn({M, 1, H}, seed++, 1.0f), Dtype::bf16).to(kGpu);
-          if (variant == 0) in.delta = ops::cast(randn({M, 1, H}, seed++, 0.5f), Dtype::bf16).to(kGpu);
-          if (variant < 2) {
-            std::vector<float> nw = randn({H}, seed++, 0.3f).to_f32_vector();
-            for (float& v : nw) v += 1.0f;
-            in.weight = ops::cast(Tensor::from_vector(nw, {H}), Dtype::bf16).to(kGpu);
-          }
-          in.eps = 1e-6f;
-          Tensor router = ops::cast(randn({E, H}, seed++, 1.0f / std::sqrt(float(H))), Dtype::bf16).to(kGpu);
-          const std::string what = "H " + std::to_string(H) + " E " + std::to_string(E) + " M " + std::to_string(M) +
-                                   " variant " + std::to_string(variant);
-          ops::MoeNormRoute got = ops::moe_norm_route(in, router, k, true);
-          ops::AddNorm a = ops::pre_norm(in);
-          ops::MoeRoute want = ops::moe_route(ops::linear(a.normed.reshape({M, H}), router, {}, Dtype::f32), k, true);
-          ASSERT_EQ(got.normed.shape(), in.x.shape()) << what;
-          EXPECT_EQ(a.sum.to(Device::cpu()).to_f32_vector(), got.sum.to(Device::cpu()).to_f32_vector()) << what;
-          EXPECT_EQ(a.normed.to(Device::cpu()).to_f32_vector(), got.normed.to(Device::cpu()).to_f32_vector()) << what;
-          // The router products sum in different orders: a slot may swap two experts whose probabilities
-          // tie to f32 rounding, and nothing else.
-          const std::vector<float> we = want.experts.to(Device::cpu()).to_f32_vector();
-          const std::vector<float> ge = got.experts.to(Device::cpu()).to_f32_vector();
-          const std::vector<float> ww = want.weights.to(Device::cpu()).to_f32_vector();
-          const std::vector<float> gw = got.weights.to(Device::cpu()).to_f32_vector();
-          ASSERT_EQ(we.size(), ge.size()) << what;
-          for (size_t i = 0; i < we.size(); ++i) {
-            EXPECT_TRUE(we[i] == ge[i] || std::fabs(ww[i] - gw[i]) < 1e-6f)
-                << what << " slot " << i << ": expert " << ge[i] << " for " << we[i];
-            EXPECT_NEAR(ww[i], gw[i], 1e-5f) << what << " slot " << i;
+  for (const char* route : {"cluster", "atomic"}) {
+    SCOPED_TRACE(route);
+    ASSERT_EQ(setenv("TERN_CUDA_MOE_ROUTE", route, 1), 0);
+    for (int64_t H : {64, 2048}) {
+      for (int64_t E : {8, 60, 128, 256, 300}) {
+        for (int64_t M : {1, 2, 4, 5}) {
+          for (int variant = 0; variant < 3; ++variant) {  // delta and weight; weight only; neither
+            const int64_t k = std::min<int64_t>(8, E / 2);
+            ops::PreNorm in;
+            in.x = ops::cast(randn({M, 1, H}, seed++, 1.0f), Dtype::bf16).to(kGpu);
+            if (variant == 0) in.delta = ops::cast(randn({M, 1, H}, seed++, 0.5f), Dtype::bf16).to(kGpu);
+            if (variant < 2) {
+              std::vector<float> nw = randn({H}, seed++, 0.3f).to_f32_vector();
+              for (float& v : nw) v += 1.0f;
+              in.weight = ops::cast(Tensor::from_vector(nw, {H}), Dtype::bf16).to(kGpu);
+            }
+            in.eps = 1e-6f;
+            Tensor router = ops::cast(randn({E, H}, seed++, 1.0f / std::sqrt(float(H))), Dtype::bf16).to(kGpu);
+            const std::string what = "H " + std::to_string(H) + " E " + std::to_string(E) + " M " + std::to_string(M) +
+                                     " variant " + std::to_string(variant);
+            ops::MoeNormRoute got = ops::moe_norm_route(in, router, k, true);
+            ops::AddNorm a = ops::pre_norm(in);
+            ops::MoeRoute want = ops::moe_route(ops::linear(a.normed.reshape({M, H}), router, {}, Dtype::f32), k, true);
+            ASSERT_EQ(got.normed.shape(), in.x.shape()) << what;
+            EXPECT_EQ(a.sum.to(Device::cpu()).to_f32_vector(), got.sum.to(Device::cpu()).to_f32_vector()) << what;
+            EXPECT_EQ(a.normed.to(Device::cpu()).to_f32_vector(), got.normed.to(Device::cpu()).to_f32_vector()) << what;
+            // The router products sum in different orders: a slot may swap two experts whose probabilities
+            // tie to f32 rounding, and nothing else.
+            const std::vector<float> we = want.experts.to(Device::cpu()).to_f32_vector();
+            const std::vector<float> ge = got.experts.to(Device::cpu()).to_f32_vector();
+            const std::vector<float> ww = want.weights.to(Device::cpu()).to_f32_vector();
+            const std::vector<float> gw = got.weights.to(Device::cpu()).to_f32_vector();
+            ASSERT_EQ(we.size(), ge.size()) << what;
+            for (size_t i = 0; i < we.size(); ++i) {
+              EXPECT_TRUE(we[i] == ge[i] || std::fabs(ww[i] - gw[i]) < 1e-6f)
+                  << what << " slot " << i << ": expert " << ge[i] << " for " << we[i];
+              EXPECT_NEAR(ww[i], gw[i], 1e-5f) << what << " slot " << i;
+            }
           }
         }
       }
     }
   }
+  ASSERT_EQ(unsetenv("TERN_CUDA_MOE_ROUTE"), 0);
 }
 
 }  // namespace

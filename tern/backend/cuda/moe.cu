@@ -1,5 +1,7 @@
 // Launchers of the mixture-of-experts kernels: the grouped decode GEMVs, the counting sort by expert and
 // the weighted combine of the prefill path.
+#include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <type_traits>
 
@@ -8,6 +10,7 @@
 #include "tern/backend/cuda/launch.h"
 #include "tern/backend/cuda/launch_kernel.cuh"
 #include "tern/backend/cuda/runtime/check.h"
+#include "tern/backend/cuda/runtime/context.h"
 
 namespace tern::cuda {
 
@@ -123,6 +126,50 @@ bool launch_moe_norm_route(const void* x, const void* delta, void* sum, const vo
     if (reinterpret_cast<uintptr_t>(p) % 16) return false;
   }
   using bf = __nv_bfloat16;
+  // One cluster of kRouteBlocks blocks where clusters exist (sm_90), unless TERN_CUDA_MOE_ROUTE=atomic
+  // asks for the grid that routes in its last block (for benchmarks and tests).
+  const char* route_env = std::getenv("TERN_CUDA_MOE_ROUTE");
+  const bool cluster = device_props().major >= 9 && !(route_env && std::strcmp(route_env, "atomic") == 0);
+  if (cluster) {
+    const size_t smem = static_cast<size_t>(M * H) * sizeof(bf) + static_cast<size_t>(M * E) * sizeof(float);
+    auto go = [&](auto kernel) {
+      if (smem > 48 * 1024) {
+        TERN_CUDA_CHECK(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+      }
+      launch_kernel_clusters(kernel, dim3(kernels::kRouteBlocks), dim3(kernels::kRouteClusterWarps * 32), smem, s,
+                             kernels::kRouteBlocks, static_cast<const bf*>(x), static_cast<const bf*>(delta),
+                             static_cast<bf*>(sum), static_cast<const bf*>(weight), eps, static_cast<const bf*>(router),
+                             E, H, static_cast<bf*>(normed), logits, static_cast<int>(k), renormalize, weights,
+                             experts);
+    };
+    auto with_m = [&](auto epl) {
+      constexpr int EPL = decltype(epl)::value;
+      switch (M) {
+        case 1:
+          go(kernels::moe_norm_route_cluster_kernel<1, EPL>);
+          break;
+        case 2:
+          go(kernels::moe_norm_route_cluster_kernel<2, EPL>);
+          break;
+        case 3:
+          go(kernels::moe_norm_route_cluster_kernel<3, EPL>);
+          break;
+        default:
+          go(kernels::moe_norm_route_cluster_kernel<4, EPL>);
+          break;
+      }
+    };
+    if (E <= 32)
+      with_m(std::integral_constant<int, 1>{});
+    else if (E <= 64)
+      with_m(std::integral_constant<int, 2>{});
+    else if (E <= 128)
+      with_m(std::integral_constant<int, 4>{});
+    else
+      with_m(std::integral_constant<int, 8>{});
+    return true;
+  }
   constexpr int rows_per_block = kernels::kMoeWarps / kernels::kRouterW;
   const auto grid = static_cast<unsigned>((E + rows_per_block - 1) / rows_per_block);
   const size_t smem = static_cast<size_t>(M * H) * sizeof(bf);

@@ -3,6 +3,8 @@
 // and the sum over slots fused (a block per output element, a warp per slot; no atomics). Prefill: a counting sort
 // of the pairs by expert (rows to gather, each pair's sorted position) and the weighted combine.
 #pragma once
+#include <cooperative_groups.h>
+
 #include "tern/backend/cuda/kernels/common.cuh"
 #include "tern/backend/cuda/kernels/elementwise.cuh"
 #include "tern/backend/cuda/kernels/norm_rows.cuh"
@@ -247,7 +249,8 @@ __global__ void __launch_bounds__(kMoeWarps * 32)
 // (EPL per lane), then k rounds of a warp argmax (ties: lower index), each removing its pick. Lane j
 // keeps the j-th pick; weights are divided by the picks' sum, added in pick order, when renormalize.
 // The logits are read past L1 (another block of the same kernel may have written them).
-template <int EPL>
+// SHARED: the logits are in this block's shared memory instead.
+template <int EPL, bool SHARED = false>
 __device__ __forceinline__ void route_row(const float* row, int E, int k, bool renormalize, float* __restrict__ weights,
                                           int32_t* __restrict__ experts, int lane) {
   float p[EPL];
@@ -255,7 +258,7 @@ __device__ __forceinline__ void route_row(const float* row, int E, int k, bool r
 #pragma unroll
   for (int i = 0; i < EPL; ++i) {
     const int e = lane + 32 * i;
-    p[i] = e < E ? __ldcg(row + e) : -INFINITY;
+    p[i] = e < E ? (SHARED ? row[e] : __ldcg(row + e)) : -INFINITY;
     m = fmaxf(m, p[i]);
   }
   m = warp_max(m);
@@ -344,6 +347,87 @@ __global__ void __launch_bounds__(kMoeWarps * 32)
     route_row<EPL>(logits + warp * E, static_cast<int>(E), k, renormalize, weights + warp * k, experts + warp * k,
                    lane);
   if (threadIdx.x == 0) *done = 0u;
+}
+
+// The same entry as one thread-block cluster of kRouteBlocks blocks of kRouteClusterWarps warps (sm_90):
+// every block norms its copy of the rows, block q computes the router rows [q R, (q + 1) R), R =
+// ceil(E / kRouteBlocks), a warp a row, and writes the logits into block 0's shared memory as well as
+// to `logits`; after one cluster barrier block 0 routes from its shared memory. So no fence, counter or
+// read back through L2. The router's weights are constants: each warp loads its first row's first
+// 8 x 32 vectors before the grid wait, so their latency overlaps the previous kernel.
+// Dynamic shared memory: M * H bf16, then M * E floats.
+constexpr int kRouteBlocks = 8, kRouteClusterWarps = 16;
+
+template <int M, int EPL>
+__global__ void __launch_bounds__(kRouteClusterWarps * 32)
+    moe_norm_route_cluster_kernel(const __nv_bfloat16* __restrict__ x, const __nv_bfloat16* __restrict__ delta,
+                                  __nv_bfloat16* __restrict__ sum, const __nv_bfloat16* __restrict__ weight, float eps,
+                                  const __nv_bfloat16* __restrict__ router, int64_t E, int64_t H,
+                                  __nv_bfloat16* __restrict__ normed, float* __restrict__ logits, int k,
+                                  bool renormalize, float* __restrict__ weights, int32_t* __restrict__ experts) {
+  namespace cg = cooperative_groups;
+  extern __shared__ uint4 moe_route_smem[];
+  __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(moe_route_smem);
+  float* lg = reinterpret_cast<float*>(xs + M * H);  // [M][E], read in block 0
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t chunks = H / 8, per_block = (E + kRouteBlocks - 1) / kRouteBlocks;
+  const int64_t row0 = blockIdx.x * per_block;
+  constexpr int kFirst = 8;  // vectors a lane loads before the grid wait
+  uint4 first[kFirst];
+  {
+    const int64_t e = row0 + warp;
+    const bool mine = warp < per_block && e < E;
+    const uint4* wr = reinterpret_cast<const uint4*>(router + e * H);
+#pragma unroll
+    for (int u = 0; u < kFirst; ++u) {
+      const int64_t c = lane + 32 * u;
+      first[u] = mine && c < chunks ? load_weights16<true>(wr + c) : make_uint4(0, 0, 0, 0);
+    }
+  }
+  grid_dependency_wait();
+  norm_rows_to_shared<M, kRouteClusterWarps>(x, delta, sum, weight, eps, H, xs);
+  if (blockIdx.x == 0) {
+    for (int64_t c = threadIdx.x; c < M * H / 8; c += blockDim.x) reinterpret_cast<uint4*>(normed)[c] = moe_route_smem[c];
+  }
+  cg::cluster_group cluster = cg::this_cluster();
+  float* lg0 = cluster.map_shared_rank(lg, 0);
+  for (int64_t j = warp; j < per_block && row0 + j < E; j += kRouteClusterWarps) {
+    const int64_t e = row0 + j;
+    const uint4* wr = reinterpret_cast<const uint4*>(router + e * H);
+    float acc[M];
+#pragma unroll
+    for (int m = 0; m < M; ++m) acc[m] = 0.0f;
+    auto add = [&](const uint4& wv, int64_t c) {
+      float wf[8];
+      bf16x8_to_f32(wv, wf);
+#pragma unroll
+      for (int m = 0; m < M; ++m) {
+        float xf[8];
+        load_x8<true>(xs + m * H, c, xf);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
+      }
+    };
+    if (j == warp) {
+#pragma unroll
+      for (int u = 0; u < kFirst; ++u) {
+        if (lane + 32 * u < chunks) add(first[u], lane + 32 * u);
+      }
+    } else {
+      for (int64_t c = lane; c < chunks && c < 32 * kFirst; c += 32) add(load_weights16<true>(wr + c), c);
+    }
+    for (int64_t c = lane + 32 * kFirst; c < chunks; c += 32) add(load_weights16<true>(wr + c), c);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      const float v = warp_sum(acc[m]);
+      if (lane == 0) logits[m * E + e] = v, lg0[m * E + e] = v;
+    }
+  }
+  cluster.sync();  // every block's logits are in block 0's shared memory
+  if (blockIdx.x != 0) return;
+  if (warp < M)
+    route_row<EPL, true>(lg + warp * E, static_cast<int>(E), k, renormalize, weights + warp * k, experts + warp * k,
+                         lane);
 }
 
 }  // namespace tern::cuda::kernels
