@@ -34,6 +34,18 @@ def load(path):
 
 
 def short(name):
+    """A kernel's name without namespaces and arguments: demangled names are cut, mangled ones
+    (_ZN<len><id>...) give their last identifier and the first template arguments as written."""
+    if name.startswith("_ZN"):
+        i, ident = 3, ""
+        while i < len(name) and name[i].isdigit():
+            j = i
+            while name[j].isdigit():
+                j += 1
+            n = int(name[i:j])
+            ident, i = name[j:j + n], j + n
+        rest = name[i + 1:i + 1 + 24] if i < len(name) and name[i] == "I" else ""
+        return ident + (f"<{rest}...>" if rest else "")
     name = name.split("(")[0]
     for prefix in ("void ", "tern::cuda::kernels::"):
         name = name.replace(prefix, "")
@@ -45,6 +57,9 @@ def main():
     ap.add_argument("csv")
     ap.add_argument("--gap-us", type=float, default=4.0)
     ap.add_argument("--first", help="a step starts at each kernel whose name contains this (instead of idle gaps)")
+    ap.add_argument("--period", type=int, help="also the mean of each position in a repeating run of this many "
+                    "kernels (a layer), after --skip kernels at the start of each step")
+    ap.add_argument("--skip", type=int, default=0)
     a = ap.parse_args()
     rows = load(a.csv)
     steps, cur, last_end = [], [], 0
@@ -80,6 +95,32 @@ def main():
             exposed[k] += e - prev_end
             prev_end = e
     n = len(decode)
+    if a.period:
+        # only the runs that repeat the step's first run (the layers, not the head after them)
+        pos = collections.defaultdict(lambda: [0, 0.0, 0.0, 0.0])
+        names = {}
+        for st in decode:
+            prev_end = st[a.skip - 1][1] if a.skip else st[0][0]
+            body = st[a.skip:]
+            runs = 0  # whole runs that repeat the first (the layers; the head after them may start like one)
+            while (runs + 1) * a.period <= len(body) and all(
+                    body[runs * a.period + j][2] == body[j][2] for j in range(a.period)):
+                runs += 1
+            for i in range(runs * a.period):
+                s0, e0, nm = body[i]
+                q = pos[i % a.period]
+                names[i % a.period] = short(nm)
+                q[0] += 1
+                q[1] += s0 - prev_end
+                q[2] += e0 - s0
+                q[3] += e0 - prev_end
+                prev_end = e0
+        print(f"| position in the run of {a.period} | kernel | start after the previous end, us | duration | "
+              "end after the previous end |")
+        print("|---|---|---|---|---|")
+        for i in range(a.period):
+            c, st_, du, ex = pos[i]
+            print(f"| {i} | {names[i]} | {st_ / c / 1000:.2f} | {du / c / 1000:.2f} | {ex / c / 1000:.2f} |")
     print(f"{len(steps)} idle-separated segments; {n} decode steps of {common} kernels; "
           f"mean step span {span / n / 1000:.1f} us")
     print("| kernel | a step | mean us | exposed us a step | share |")
