@@ -118,86 +118,22 @@ bool launch_moe_grouped(const void* x, const int32_t* experts, const float* weig
   return true;
 }
 
-bool launch_moe_norm_route(const void* x, const void* delta, void* sum, const void* weight, float eps,
-                           const void* router, int64_t M, int64_t E, int64_t H, void* normed, float* logits, int64_t k,
-                           bool renormalize, float* weights, int32_t* experts, unsigned* done, cudaStream_t s) {
-  if (M < 1 || M > 4 || E > 256 || k > 32 || H % 8 != 0) return false;
-  for (const void* p : {x, delta, static_cast<const void*>(sum), weight, router, static_cast<const void*>(normed)}) {
-    if (reinterpret_cast<uintptr_t>(p) % 16) return false;
-  }
-  using bf = __nv_bfloat16;
-  // One cluster of kRouteBlocks blocks where clusters exist (sm_90), unless TERN_CUDA_MOE_ROUTE=atomic
-  // asks for the grid that routes in its last block (for benchmarks and tests).
-  const char* route_env = std::getenv("TERN_CUDA_MOE_ROUTE");
-  const bool cluster = device_props().major >= 9 && !(route_env && std::strcmp(route_env, "atomic") == 0);
-  if (cluster) {
-    const size_t smem = static_cast<size_t>(M * H) * sizeof(bf) + static_cast<size_t>(M * E) * sizeof(float);
-    auto go = [&](auto kernel) {
-      if (smem > 48 * 1024) {
-        TERN_CUDA_CHECK(
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-      }
-      launch_kernel_clusters(kernel, dim3(kernels::kRouteBlocks), dim3(kernels::kRouteClusterWarps * 32), smem, s,
-                             kernels::kRouteBlocks, static_cast<const bf*>(x), static_cast<const bf*>(delta),
-                             static_cast<bf*>(sum), static_cast<const bf*>(weight), eps, static_cast<const bf*>(router),
-                             E, H, static_cast<bf*>(normed), logits, static_cast<int>(k), renormalize, weights,
-                             experts);
-    };
-    auto with_m = [&](auto epl) {
-      constexpr int EPL = decltype(epl)::value;
-      switch (M) {
-        case 1:
-          go(kernels::moe_norm_route_cluster_kernel<1, EPL>);
-          break;
-        case 2:
-          go(kernels::moe_norm_route_cluster_kernel<2, EPL>);
-          break;
-        case 3:
-          go(kernels::moe_norm_route_cluster_kernel<3, EPL>);
-          break;
-        default:
-          go(kernels::moe_norm_route_cluster_kernel<4, EPL>);
-          break;
-      }
-    };
-    if (E <= 32)
-      with_m(std::integral_constant<int, 1>{});
-    else if (E <= 64)
-      with_m(std::integral_constant<int, 2>{});
-    else if (E <= 128)
-      with_m(std::integral_constant<int, 4>{});
-    else
-      with_m(std::integral_constant<int, 8>{});
-    return true;
-  }
-  constexpr int rows_per_block = kernels::kMoeWarps / kernels::kRouterW;
-  const auto grid = static_cast<unsigned>((E + rows_per_block - 1) / rows_per_block);
-  const size_t smem = static_cast<size_t>(M * H) * sizeof(bf);
-  auto go = [&](auto kernel) {
-    if (smem > 48 * 1024) {
-      TERN_CUDA_CHECK(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-    }
-    launch_kernel(kernel, grid, kernels::kMoeWarps * 32, smem, s, static_cast<const bf*>(x),
-                  static_cast<const bf*>(delta), static_cast<bf*>(sum), static_cast<const bf*>(weight), eps,
-                  static_cast<const bf*>(router), E, H, static_cast<bf*>(normed), logits, static_cast<int>(k),
-                  renormalize, weights, experts, done);
-  };
+namespace {
+
+// Calls pick(m, epl) with integral constants for M rows (1-4) and EPL router logits a lane (1, 2, 4 or 8:
+// E <= 32 EPL experts), the template arguments of both norm-route kernels.
+template <typename Pick>
+void with_route_instance(int64_t M, int64_t E, Pick pick) {
   auto with_m = [&](auto epl) {
-    constexpr int EPL = decltype(epl)::value;
     switch (M) {
       case 1:
-        go(kernels::moe_norm_route_kernel<1, EPL>);
-        break;
+        return pick(std::integral_constant<int, 1>{}, epl);
       case 2:
-        go(kernels::moe_norm_route_kernel<2, EPL>);
-        break;
+        return pick(std::integral_constant<int, 2>{}, epl);
       case 3:
-        go(kernels::moe_norm_route_kernel<3, EPL>);
-        break;
+        return pick(std::integral_constant<int, 3>{}, epl);
       default:
-        go(kernels::moe_norm_route_kernel<4, EPL>);
-        break;
+        return pick(std::integral_constant<int, 4>{}, epl);
     }
   };
   if (E <= 32)
@@ -208,6 +144,52 @@ bool launch_moe_norm_route(const void* x, const void* delta, void* sum, const vo
     with_m(std::integral_constant<int, 4>{});
   else
     with_m(std::integral_constant<int, 8>{});
+}
+
+}  // namespace
+
+bool launch_moe_norm_route(const void* x, const void* delta, void* sum, const void* weight, float eps,
+                           const void* router, int64_t M, int64_t E, int64_t H, void* normed, float* logits, int64_t k,
+                           bool renormalize, float* weights, int32_t* experts, unsigned* done, cudaStream_t s) {
+  if (M < 1 || M > 4 || E > 256 || k > 32 || H % 8 != 0) return false;
+  for (const void* p : {x, delta, static_cast<const void*>(sum), weight, router, static_cast<const void*>(normed)}) {
+    if (reinterpret_cast<uintptr_t>(p) % 16) return false;
+  }
+  using bf = __nv_bfloat16;
+  const bf* xb = static_cast<const bf*>(x);
+  const bf* db = static_cast<const bf*>(delta);
+  const bf* wb = static_cast<const bf*>(weight);
+  const bf* rb = static_cast<const bf*>(router);
+  // One cluster of kRouteBlocks blocks where clusters exist (sm_90), unless TERN_CUDA_MOE_ROUTE=atomic
+  // asks for the grid that routes in its last block (for benchmarks and tests).
+  const char* route_env = std::getenv("TERN_CUDA_MOE_ROUTE");
+  const bool cluster = device_props().major >= 9 && !(route_env && std::strcmp(route_env, "atomic") == 0);
+  const size_t smem =
+      static_cast<size_t>(M * H) * sizeof(bf) + (cluster ? static_cast<size_t>(M * E) * sizeof(float) : 0);
+  auto allow_smem = [&](auto kernel) {
+    if (smem > 48 * 1024) {
+      TERN_CUDA_CHECK(
+          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    }
+  };
+  if (cluster) {
+    with_route_instance(M, E, [&](auto m, auto epl) {
+      auto kernel = kernels::moe_norm_route_cluster_kernel<decltype(m)::value, decltype(epl)::value>;
+      allow_smem(kernel);
+      launch_kernel_clusters(kernel, dim3(kernels::kRouteBlocks), dim3(kernels::kRouteClusterWarps * 32), smem, s,
+                             kernels::kRouteBlocks, xb, db, static_cast<bf*>(sum), wb, eps, rb, E, H,
+                             static_cast<bf*>(normed), logits, static_cast<int>(k), renormalize, weights, experts);
+    });
+    return true;
+  }
+  constexpr int rows_per_block = kernels::kMoeWarps / kernels::kRouterW;
+  const auto grid = static_cast<unsigned>((E + rows_per_block - 1) / rows_per_block);
+  with_route_instance(M, E, [&](auto m, auto epl) {
+    auto kernel = kernels::moe_norm_route_kernel<decltype(m)::value, decltype(epl)::value>;
+    allow_smem(kernel);
+    launch_kernel(kernel, grid, kernels::kMoeWarps * 32, smem, s, xb, db, static_cast<bf*>(sum), wb, eps, rb, E, H,
+                  static_cast<bf*>(normed), logits, static_cast<int>(k), renormalize, weights, experts, done);
+  });
   return true;
 }
 
