@@ -353,8 +353,9 @@ __global__ void __launch_bounds__(kMoeWarps * 32)
 // every block norms its copy of the rows, block q computes the router rows [q R, (q + 1) R), R =
 // ceil(E / kRouteBlocks), a warp a row, and writes the logits into block 0's shared memory as well as
 // to `logits`; after one cluster barrier block 0 routes from its shared memory. So no fence, counter or
-// read back through L2. The router's weights are constants: each warp loads its first row's first
-// 8 x 32 vectors before the grid wait, so their latency overlaps the previous kernel.
+// read back through L2. Each warp issues its first row's first 8 x 32 weight vectors before the block
+// norms the rows, so their latency overlaps the norm. (Loading them before the grid wait, as measured
+// on the H200 on 2026-12-04, breaks the launch rule that every kernel begins with the wait.)
 // Dynamic shared memory: M * H bf16, then M * E floats.
 constexpr int kRouteBlocks = 8, kRouteClusterWarps = 16;
 
@@ -365,6 +366,7 @@ __global__ void __launch_bounds__(kRouteClusterWarps * 32)
                                   const __nv_bfloat16* __restrict__ router, int64_t E, int64_t H,
                                   __nv_bfloat16* __restrict__ normed, float* __restrict__ logits, int k,
                                   bool renormalize, float* __restrict__ weights, int32_t* __restrict__ experts) {
+  grid_dependency_wait();
   namespace cg = cooperative_groups;
   extern __shared__ uint4 moe_route_smem[];
   __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(moe_route_smem);
@@ -372,7 +374,7 @@ __global__ void __launch_bounds__(kRouteClusterWarps * 32)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int64_t chunks = H / 8, per_block = (E + kRouteBlocks - 1) / kRouteBlocks;
   const int64_t row0 = blockIdx.x * per_block;
-  constexpr int kFirst = 8;  // vectors a lane loads before the grid wait
+  constexpr int kFirst = 8;  // vectors a lane loads while the block norms the rows
   uint4 first[kFirst];
   {
     const int64_t e = row0 + warp;
@@ -384,7 +386,6 @@ __global__ void __launch_bounds__(kRouteClusterWarps * 32)
       first[u] = mine && c < chunks ? load_weights16<true>(wr + c) : make_uint4(0, 0, 0, 0);
     }
   }
-  grid_dependency_wait();
   norm_rows_to_shared<M, kRouteClusterWarps>(x, delta, sum, weight, eps, H, xs);
   if (blockIdx.x == 0) {
     for (int64_t c = threadIdx.x; c < M * H / 8; c += blockDim.x) reinterpret_cast<uint4*>(normed)[c] = moe_route_smem[c];
