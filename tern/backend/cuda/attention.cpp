@@ -121,13 +121,13 @@ void sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scal
     const char* cluster_env = std::getenv("TERN_CUDA_DECODE_CLUSTER");
     const bool cluster_ok = device_props().major >= 9 && p.Dv <= 128 && p.D <= 128 &&
                             !(cluster_env && std::strcmp(cluster_env, "0") == 0);
+    const bool short_span = cluster_ok && !forced && p.Lk <= 512;
+    p.cluster_splits = short_span;  // the tiles a cluster merge takes set the occupancy of the wave
+    const int64_t wave = std::max<int64_t>(1, sdpa_decode_blocks_per_sm(q.dtype(), p) * sms / heads);
     int64_t splits = 1;
-    if (cluster_ok && !forced && p.Lk <= 512) {
-      p.cluster_splits = true;  // the tiles a cluster merge takes, for the occupancy below
-      const int64_t wave = std::max<int64_t>(1, sdpa_decode_blocks_per_sm(q.dtype(), p) * sms / heads);
+    if (short_span) {
       splits = std::clamp<int64_t>(std::min((p.Lk + 63) / 64, wave), 1, kDecodeClusterSplits);
     } else {
-      const int64_t wave = std::max<int64_t>(1, sdpa_decode_blocks_per_sm(q.dtype(), p) * sms / heads);
       int64_t want = std::min(wave, std::max(sms / heads, std::min<int64_t>(wave, 16)));
       if (forced) want = std::max(1, std::atoi(forced));
       else if (p.Lk <= 256) want = 1;
