@@ -409,15 +409,15 @@ __global__ void __launch_bounds__(kRouteClusterWarps * 32)
         for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
       }
     };
+    int64_t c0 = lane;  // the warp's first row starts from the vectors already loaded
     if (j == warp) {
 #pragma unroll
       for (int u = 0; u < kFirst; ++u) {
         if (lane + 32 * u < chunks) add(first[u], lane + 32 * u);
       }
-    } else {
-      for (int64_t c = lane; c < chunks && c < 32 * kFirst; c += 32) add(load_weights16<true>(wr + c), c);
+      c0 = lane + 32 * kFirst;
     }
-    for (int64_t c = lane + 32 * kFirst; c < chunks; c += 32) add(load_weights16<true>(wr + c), c);
+    for (int64_t c = c0; c < chunks; c += 32) add(load_weights16<true>(wr + c), c);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       const float v = warp_sum(acc[m]);
