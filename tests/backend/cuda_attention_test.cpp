@@ -16,6 +16,7 @@ namespace {
 
 using cuda_test::kGpu;
 using cuda_test::nmse;
+using cuda_test::ScopedEnv;
 
 class CudaAttention : public cuda_test::CudaTest {};
 
@@ -124,14 +125,15 @@ TEST_F(CudaAttention, SdpaDecodeMergesSplitsInTheLastBlock) {
       {1, 8, 2, 1, 3000, 512, true, 2999, 0, false, false, 0.0f},
   };
   uint32_t seed = 700;
+  ScopedEnv splits_env("TERN_CUDA_DECODE_SPLITS", nullptr), combine_env("TERN_CUDA_DECODE_COMBINE", nullptr);
   for (const char* splits : {"2", "7", "64"}) {
-    ASSERT_EQ(setenv("TERN_CUDA_DECODE_SPLITS", splits, 1), 0);
+    splits_env.set(splits);
     for (const char* combine : {"last-block", "launch"}) {
-      ASSERT_EQ(setenv("TERN_CUDA_DECODE_COMBINE", combine, 1), 0);
+      combine_env.set(combine);
       for (const auto& c : cases) check_sdpa(c, Dtype::bf16, seed += 10);
     }
   }
-  ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_COMBINE"), 0);
+  combine_env.set(nullptr);
   Tensor q = randn_as({1, 32, 1, 128}, Dtype::bf16, 800).to(kGpu);
   Tensor k = randn_as({1, 8, 4096, 128}, Dtype::bf16, 801).to(kGpu),
          v = randn_as({1, 8, 4096, 128}, Dtype::bf16, 802).to(kGpu);
@@ -141,7 +143,6 @@ TEST_F(CudaAttention, SdpaDecodeMergesSplitsInTheLastBlock) {
   for (int i = 0; i < 3; ++i) {
     EXPECT_EQ(ops::sdpa(q, k, v, 0.088f, m).to(Device::cpu()).to_f32_vector(), first) << "call " << i + 2;
   }
-  ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_SPLITS"), 0);
 }
 
 // The head-128 decode kernel's two key tiles (TERN_CUDA_DECODE_TILE; batch 1 takes 32 keys, larger grids
@@ -155,22 +156,21 @@ TEST_F(CudaAttention, SdpaDecodeTileVariants) {
       {1, 32, 4, 1, 200, 128, true, 199, 0, false, false, 0.0f},
   };
   uint32_t seed = 900;
+  ScopedEnv tile_env("TERN_CUDA_DECODE_TILE", nullptr), splits_env("TERN_CUDA_DECODE_SPLITS", nullptr);
   for (const char* tile : {"16x2", "32x2"}) {
     SCOPED_TRACE(tile);
-    ASSERT_EQ(setenv("TERN_CUDA_DECODE_TILE", tile, 1), 0);
+    tile_env.set(tile);
     for (const char* splits : {"", "1", "5"}) {
-      if (*splits) ASSERT_EQ(setenv("TERN_CUDA_DECODE_SPLITS", splits, 1), 0);
+      splits_env.set(splits);
       for (const auto& c : cases) check_sdpa(c, Dtype::bf16, seed += 10);
-      ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_SPLITS"), 0);
     }
   }
-  ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_TILE"), 0);
 }
 
 // Flash-decoding's splits merged inside a thread-block cluster (spans of up to 512 keys by default, or
 // forced split counts of 2-8) against the CPU, and the same problems with the global merge: spans that
 // end inside a split or leave splits empty (per-row lengths), 1-8 query heads a kv head, several queries
-// a row, a window, a soft cap, head dims 64 and 128, both tiles.
+// a row, a window, a soft cap, head dims 64 and 128, and the cluster merge again with 32-key tiles.
 TEST_F(CudaAttention, SdpaDecodeClusterMerge) {
   const AttnCase cases[] = {
       {1, 32, 4, 1, 256, 128, true, 255, 0, false, false, 0.0f},
@@ -183,20 +183,20 @@ TEST_F(CudaAttention, SdpaDecodeClusterMerge) {
       {1, 32, 8, 1, 777, 128, true, 776, 0, false, false, 0.0f},
   };
   uint32_t seed = 1300;
+  ScopedEnv cluster_env("TERN_CUDA_DECODE_CLUSTER", nullptr), splits_env("TERN_CUDA_DECODE_SPLITS", nullptr);
   for (const char* cluster : {"1", "0"}) {
     SCOPED_TRACE(cluster);
-    ASSERT_EQ(setenv("TERN_CUDA_DECODE_CLUSTER", cluster, 1), 0);
+    cluster_env.set(cluster);
     for (const char* splits : {"", "2", "3", "8"}) {
       SCOPED_TRACE(splits);
-      if (*splits) ASSERT_EQ(setenv("TERN_CUDA_DECODE_SPLITS", splits, 1), 0);
+      splits_env.set(splits);
       for (const auto& c : cases) check_sdpa(c, Dtype::bf16, seed += 10);
-      ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_SPLITS"), 0);
     }
   }
-  ASSERT_EQ(setenv("TERN_CUDA_DECODE_TILE", "32x2", 1), 0);
+  cluster_env.set("1");
+  splits_env.set(nullptr);
+  ScopedEnv tile_env("TERN_CUDA_DECODE_TILE", "32x2");
   for (const auto& c : cases) check_sdpa(c, Dtype::bf16, seed += 10);
-  ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_TILE"), 0);
-  ASSERT_EQ(unsetenv("TERN_CUDA_DECODE_CLUSTER"), 0);
 }
 
 // Heads wider than the kernels' 256 (Gemma 4's full layers: 512): bf16/f16 512-dim heads run the

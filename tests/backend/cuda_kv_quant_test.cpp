@@ -231,8 +231,9 @@ TEST_F(CudaKVQuant, DecodeAttentionMatchesCpu) {
 TEST_F(CudaKVQuant, DecodeAttentionAtForcedSplitCounts) {
   const int64_t B = 2, Hkv = 2, Hq = 8, S = 4097, D = 128;
   uint32_t seed = 900;
+  ScopedEnv splits_env("TERN_CUDA_KV_SPLITS", nullptr);
   for (const char* splits : {"1", "2", "16", "64", "256"}) {
-    ASSERT_EQ(setenv("TERN_CUDA_KV_SPLITS", splits, 1), 0);
+    splits_env.set(splits);
     for (int vbits : {3, 4}) {
       const bool affine = vbits == 4;
       const KVRowCodec kc{affine ? KVRowCodec::affine : KVRowCodec::turbo_key, affine ? 4 : 8, 32, D};
@@ -245,7 +246,6 @@ TEST_F(CudaKVQuant, DecodeAttentionAtForcedSplitCounts) {
       EXPECT_LE(nmse(want, got), 1e-4) << "splits " << splits << " value bits " << vbits;
     }
   }
-  ASSERT_EQ(unsetenv("TERN_CUDA_KV_SPLITS"), 0);
 }
 
 // One cache on each device: prefill P positions, a 7-position window over the quantized prefix (decode

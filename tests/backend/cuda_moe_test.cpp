@@ -198,8 +198,9 @@ TEST_F(CudaMoe, RouteMatchesSoftmaxTopK) {
 // experts hit unevenly; out-of-range ids add nothing; a bf16 output is the f32 one rounded once.
 TEST_F(CudaMoe, GroupedPathMatchesCpu) {
   uint32_t seed = 2000;
+  ScopedEnv grouped_env("TERN_CUDA_MOE_GROUPED", nullptr);
   for (const char* grouped : {"1", "0"}) {
-    ASSERT_EQ(setenv("TERN_CUDA_MOE_GROUPED", grouped, 1), 0);
+    grouped_env.set(grouped);
     for (int64_t T : {9, 32, 64}) {
       for (auto act : {ops::MoeActivation::swiglu, ops::MoeActivation::geglu_tanh}) {
         check_case({T, 8, 64, 256, 128, act}, seed += 11);
@@ -208,7 +209,6 @@ TEST_F(CudaMoe, GroupedPathMatchesCpu) {
     }
     check_out_of_range_ids(40, true);
   }
-  ASSERT_EQ(unsetenv("TERN_CUDA_MOE_GROUPED"), 0);
 }
 
 // An f32 or bf16 output: the bf16 one is the f32 one rounded once, on the decode and the sorted paths.
@@ -238,9 +238,10 @@ TEST_F(CudaMoe, Bf16OutputIsTheF32OneRounded) {
 // its first block (sm_90) and the grid that routes in its last (TERN_CUDA_MOE_ROUTE=atomic).
 TEST_F(CudaMoe, NormRouteMatchesTheThreeOps) {
   uint32_t seed = 1000;
+  ScopedEnv route_env("TERN_CUDA_MOE_ROUTE", nullptr);
   for (const char* route : {"cluster", "atomic"}) {
     SCOPED_TRACE(route);
-    ASSERT_EQ(setenv("TERN_CUDA_MOE_ROUTE", route, 1), 0);
+    route_env.set(route);
     for (int64_t H : {64, 2048}) {
       for (int64_t E : {8, 60, 128, 256, 300}) {
         for (int64_t M : {1, 2, 4, 5}) {
@@ -281,7 +282,6 @@ TEST_F(CudaMoe, NormRouteMatchesTheThreeOps) {
       }
     }
   }
-  ASSERT_EQ(unsetenv("TERN_CUDA_MOE_ROUTE"), 0);
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ namespace tern {
 namespace {
 
 using cuda_test::randint;
+using cuda_test::ScopedEnv;
 
 const Device kGpu = Device::cuda(0);
 
@@ -579,8 +580,8 @@ TEST_F(CudaOps, TensorCoreDecodeProducts) {
       Tensor y = ops::linear(x, gw);
       Tensor gate = y.narrow(-1, 0, c.n), up = y.narrow(-1, c.n, c.n);
       for (const char* splits : {"", "1", "2", "4", "8"}) {
-        if (*splits) ASSERT_EQ(setenv("TERN_CUDA_MMA_SPLITS", splits, 1), 0);
-        if (*splits) ASSERT_EQ(setenv("TERN_CUDA_MMA_GEMV", "1", 1), 0);  // whatever the weights' size
+        ScopedEnv splits_env("TERN_CUDA_MMA_SPLITS", splits);
+        ScopedEnv gemv_env("TERN_CUDA_MMA_GEMV", *splits ? "1" : nullptr);  // whatever the weights' size
         const std::string what = "N " + std::to_string(c.n) + " K " + std::to_string(c.k) + " M " + std::to_string(m) +
                                  " splits " + (*splits ? splits : "auto");
         EXPECT_CLOSE(want, ops::linear(xg, wg), Dtype::bf16) << what;
@@ -590,8 +591,6 @@ TEST_F(CudaOps, TensorCoreDecodeProducts) {
               act == ops::UnaryOp::silu ? ops::swiglu(gate, up) : ops::geglu(gate, up, act == ops::UnaryOp::gelu_tanh);
           EXPECT_CLOSE(ref, ops::gated_linear(xg, gwg, act), Dtype::bf16) << what << " act " << static_cast<int>(act);
         }
-        ASSERT_EQ(unsetenv("TERN_CUDA_MMA_SPLITS"), 0);
-        ASSERT_EQ(unsetenv("TERN_CUDA_MMA_GEMV"), 0);
       }
     }
   }

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "tern/core/tensor.h"
@@ -31,6 +33,37 @@ inline Tensor randn(const Shape& shape, uint32_t seed, float sigma = 1.0f) {
   for (auto& x : v) x = d(rng);
   return Tensor::from_vector(v, shape);
 }
+
+// An environment switch (the backend's TERN_CUDA_* benchmark knobs) for the life of the object: set(value)
+// sets it, or unsets it for nullptr or "", and the destructor puts back what was there before -- also when
+// an assertion ends the test early, so no switch leaks into the tests after it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) had_ = true, old_ = old;
+    set(value);
+  }
+  ~ScopedEnv() {
+    if (had_) {
+      setenv(name_.c_str(), old_.c_str(), 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  void set(const char* value) {
+    if (value && *value) {
+      setenv(name_.c_str(), value, 1);
+    } else {
+      unsetenv(name_.c_str());
+    }
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
 
 // A CPU tensor of integers uniform in [0, hi) from seed, in dtype dt (i64, or cast to it).
 inline Tensor randint(const Shape& shape, int64_t hi, Dtype dt, uint32_t seed) {
