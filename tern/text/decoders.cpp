@@ -6,6 +6,20 @@
 
 namespace tern::text {
 
+// "<0xAB>" -> 0xAB, as u8::from_str_radix parses the two characters (a leading '+' is allowed).
+int parse_byte_token(const std::string& t) {
+  if (t.size() != 6 || t.compare(0, 3, "<0x") != 0 || t[5] != '>') return -1;
+  auto hex = [](char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  if (t[3] == '+') return hex(t[4]);
+  int hi = hex(t[3]), lo = hex(t[4]);
+  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+}
+
 namespace {
 
 class ByteLevel final : public Decoder {
@@ -82,20 +96,6 @@ class Replace final : public Decoder {
   Regex pattern_;
   std::string content_;
 };
-
-// "<0xAB>" -> 0xAB, as u8::from_str_radix parses the two characters (a leading '+' is allowed).
-int parse_byte_token(const std::string& t) {
-  if (t.size() != 6 || t.compare(0, 3, "<0x") != 0 || t[5] != '>') return -1;
-  auto hex = [](char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  if (t[3] == '+') return hex(t[4]);
-  int hi = hex(t[3]), lo = hex(t[4]);
-  return hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
-}
 
 class ByteFallback final : public Decoder {
  public:

@@ -21,6 +21,10 @@ class Decoder {
 // Throws tern::Error naming the field for an unknown type or a malformed field.
 std::unique_ptr<Decoder> make_decoder(const Json& j, const JsonPath& p);
 
+// The byte of a ByteFallback token "<0xAB>" (as u8::from_str_radix parses the two characters), or -1
+// for any other token string.
+int parse_byte_token(const std::string& t);
+
 // transformers' clean_up_tokenization: removes the space before . ? ! , and English contractions.
 std::string clean_up_tokenization(std::string s);
 

@@ -56,7 +56,10 @@ class Tokenizer {
 
 // Streaming detokenizer for generation: push() returns the text that became final (valid UTF-8
 // that later ids cannot change); finish() flushes the rest. The concatenation of all returned
-// pieces equals tok.decode(all ids) (before clean-up) for the supported decoders. Keeps a
+// pieces equals tok.decode(all ids) (before clean-up) for the supported decoders. A run of
+// ByteFallback tokens is held until a token the decode keeps ends it. One exception: text ending in
+// U+FFFD is held for at most 64 ids, so a character still incomplete after that many ids can come
+// out as U+FFFD pieces that the whole decode joins. Every piece is valid UTF-8 regardless. Keeps a
 // reference to tok, which must outlive it.
 class StreamDecoder {
  public:
@@ -69,6 +72,7 @@ class StreamDecoder {
   bool skip_special_;
   std::vector<int32_t> ids_;  // context ids + ids whose text is not final yet
   std::string prefix_;        // decode of the context ids, already emitted
+  bool in_byte_run_ = false;  // the last id the decode keeps is a ByteFallback token
 };
 
 }  // namespace tern::text
