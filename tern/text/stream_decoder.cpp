@@ -45,10 +45,13 @@ StreamDecoder::StreamDecoder(const Tokenizer& tok, bool skip_special_tokens)
 std::string StreamDecoder::push(int32_t id) {
   ids_.push_back(id);
   const std::string token = tok_.id_to_token(id);
+  // Ids the decode skips (unknown, or special when skipped) neither end a byte run nor serve as the
+  // window's context alone: the next id would decode as the first one.
+  auto kept = [&](int32_t i) { return !tok_.id_to_token(i).empty() && !(skip_special_ && tok_.is_special(i)); };
   if (parse_byte_token(token) >= 0) {
     in_byte_run_ = true;
-  } else if (!token.empty() && !(skip_special_ && tok_.is_special(id))) {
-    in_byte_run_ = false;  // ids the decode skips (unknown, or special when skipped) leave a run open
+  } else if (kept(id)) {
+    in_byte_run_ = false;
   }
   if (in_byte_run_) return {};  // no decode until the run ends, however long it is
   std::string text = tok_.decode(ids_, skip_special_);
@@ -62,9 +65,12 @@ std::string StreamDecoder::push(int32_t id) {
   } else {
     return {};
   }
-  // Keep the last id as context when its own text is the tail of the window's text; otherwise
-  // (a byte sequence completed across ids) keep the whole window until a clean cut appears.
-  std::vector<int32_t> last(ids_.end() - 1, ids_.end());
+  // Keep the last id the decode keeps (and any skipped ones after it) as context when its text is the
+  // tail of the window's text; otherwise (a byte sequence completed across ids) keep the whole window
+  // until a clean cut appears.
+  size_t c = ids_.size() - 1;
+  while (c > 0 && !kept(ids_[c])) --c;
+  std::vector<int32_t> last(ids_.begin() + static_cast<std::ptrdiff_t>(c), ids_.end());
   std::string last_text = tok_.decode(last, skip_special_);
   if (ends_with(text, last_text) || ids_.size() >= kMaxWindow) {
     ids_ = std::move(last);

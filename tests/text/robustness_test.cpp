@@ -123,6 +123,25 @@ TEST(Robustness, StreamingHoldsByteFallbackRuns) {
   EXPECT_EQ(tok.decode(std::vector<int32_t>{nul, bos, ef}, true), "\xEF\xBF\xBD\xEF\xBF\xBD");
 }
 
+// Ids the decode skips (unknown ids; special tokens when skipped) never become the window's only
+// context, however many arrive: the Metaspace decoder would then strip the next token's space as if it
+// were the first (found by the fuzzer).
+TEST(Robustness, StreamingKeepsContextAcrossSkippedIds) {
+  const Tokenizer tok = Tokenizer::from_json(synthetic::misc_json());
+  const int32_t t = *tok.token_to_id("t"), a = *tok.token_to_id("▁a"), cls = *tok.token_to_id("[CLS]");
+  for (int skipped : {1, 70}) {
+    std::vector<int32_t> ids = {t};
+    for (int k = 0; k < skipped; ++k) ids.push_back(k % 2 ? cls : -5);
+    ids.push_back(a);
+    StreamDecoder sd(tok, true);
+    std::string streamed;
+    for (int32_t id : ids) streamed += sd.push(id);
+    streamed += sd.finish();
+    EXPECT_EQ(streamed, tok.decode(ids, true)) << skipped << " skipped ids";
+    EXPECT_EQ(streamed, "t a");
+  }
+}
+
 // Found by the fuzzer (text_encode_fuzz): text through the SentencePiece-style tokenizer, decoded with
 // special tokens skipped. Streaming must give valid UTF-8 and the whole decode.
 TEST(Robustness, StreamingWithSpecialsSkippedStaysWhole) {
