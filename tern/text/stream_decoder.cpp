@@ -44,15 +44,10 @@ StreamDecoder::StreamDecoder(const Tokenizer& tok, bool skip_special_tokens)
 
 std::string StreamDecoder::push(int32_t id) {
   ids_.push_back(id);
-  const std::string token = tok_.id_to_token(id);
-  // Ids the decode skips (unknown, or special when skipped) neither end a byte run nor serve as the
-  // window's context alone: the next id would decode as the first one.
+  // Ids the decode skips (unknown, or special when skipped) neither start nor end a byte run, nor
+  // serve as the window's context alone: the next id would decode as the first one.
   auto kept = [&](int32_t i) { return !tok_.id_to_token(i).empty() && !(skip_special_ && tok_.is_special(i)); };
-  if (parse_byte_token(token) >= 0) {
-    in_byte_run_ = true;
-  } else if (kept(id)) {
-    in_byte_run_ = false;
-  }
+  if (kept(id)) in_byte_run_ = parse_byte_token(tok_.id_to_token(id)) >= 0;
   if (in_byte_run_) return {};  // no decode until the run ends, however long it is
   std::string text = tok_.decode(ids_, skip_special_);
   bool extends = text.size() > prefix_.size() && text.compare(0, prefix_.size(), prefix_) == 0;
