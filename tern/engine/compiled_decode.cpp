@@ -70,9 +70,13 @@ void CompiledDecoder::set_ids(std::span<const int32_t> ids) {
   if (batch_ == 0) {
     batch_ = b;
     ids_ = host_i32(ids).view({b, 1}).to(dev);
-    std::vector<int32_t> pos(b, static_cast<int32_t>(offset_)), len(b, static_cast<int32_t>(offset_ + 1));
-    positions_ = host_i32(pos).to(dev);
-    lengths_ = host_i32(len).to(dev);
+    logprobs_ = Tensor::zeros({b}, Dtype::f32, dev);
+    std::vector<int32_t> counters(b, static_cast<int32_t>(offset_));
+    counters.resize(2 * b, static_cast<int32_t>(offset_ + 1));
+    counters_ = host_i32(counters).view({2, b}).to(dev);
+    positions_ = counters_.select(0, 0);
+    lengths_ = counters_.select(0, 1);
+    readback_ = make_device_readback(2, static_cast<size_t>(b) * (sizeof(int32_t) + sizeof(float)));
     step_.positions = positions_;
     step_.lengths = lengths_;
     for (auto& c : caches_)
@@ -91,16 +95,10 @@ CompiledDecoder::Outputs CompiledDecoder::body() {
   if (head_) {
     o.head = head_(o.logits);  // the head's caller sets the next ids: no greedy choice to make
   } else {
-    Tensor best = ops::argmax(o.logits, -1);  // [B] i32
-    Tensor ids = ids_.view({batch_});
-    ids.copy_from(best);
-    // log p(argmax) = max - logsumexp = -log(sum(exp(x - max)))
-    Tensor m = ops::max(o.logits, -1, true);
-    Tensor z = ops::sum(ops::unary(ops::sub(o.logits, m), ops::UnaryOp::exp), -1);
-    o.logprobs = ops::unary(ops::unary(z, ops::UnaryOp::log), ops::UnaryOp::neg);
+    Tensor ids = ids_.view({batch_});  // the choice is the next step's input, written in place
+    ops::greedy_choice(o.logits, ids, logprobs_);
   }
-  ops::binary_(positions_, one_, ops::BinaryOp::add);
-  ops::binary_(lengths_, one_, ops::BinaryOp::add);
+  ops::binary_(counters_, one_, ops::BinaryOp::add);
   return o;
 }
 
@@ -137,22 +135,32 @@ void CompiledDecoder::step() {
     it->second.graph->replay();
     out_ = it->second.out;
   }
+  if (!head_) {
+    // Queued behind the step and before the next, which rewrites ids_ in place.
+    const Tensor srcs[] = {ids_, logprobs_};
+    readback_->queue(static_cast<int>(steps_ % 2), srcs);
+  }
   for (auto& c : caches_)
     if (c) c->advance(1);
   offset_ += 1;
+  steps_ += 1;
 }
 
-std::vector<int32_t> CompiledDecoder::greedy_ids() const {
-  TERN_CHECK(!head_, "[compiled_decode] expected no head for greedy ids (a step with a head makes no greedy choice)");
-  Tensor h = ids_.view({batch_}).to(Device::cpu());
-  return std::vector<int32_t>(h.data<int32_t>(), h.data<int32_t>() + batch_);
+const std::byte* CompiledDecoder::greedy_slot(int64_t i) const {
+  TERN_CHECK(!head_, "[compiled_decode] expected no head for the greedy choice (a step with a head makes none)");
+  TERN_CHECK(i >= 0 && i < steps_ && i + 2 >= steps_,
+             "[compiled_decode] expected one of the last two steps (of {}) for the greedy choice, got step {}", steps_, i);
+  return readback_->wait(static_cast<int>(i % 2));
 }
 
-std::vector<float> CompiledDecoder::greedy_logprobs() const {
-  TERN_CHECK(!head_, "[compiled_decode] expected no head for greedy log-probabilities (a step with a head makes "
-             "no greedy choice)");
-  Tensor h = out_.logprobs.to(Device::cpu());
-  return std::vector<float>(h.data<float>(), h.data<float>() + batch_);
+std::vector<int32_t> CompiledDecoder::greedy_ids(int64_t i) const {
+  const auto* p = reinterpret_cast<const int32_t*>(greedy_slot(i));
+  return std::vector<int32_t>(p, p + batch_);
+}
+
+std::vector<float> CompiledDecoder::greedy_logprobs(int64_t i) const {
+  const auto* p = reinterpret_cast<const float*>(greedy_slot(i) + batch_ * sizeof(int32_t));
+  return std::vector<float>(p, p + batch_);
 }
 
 }  // namespace tern

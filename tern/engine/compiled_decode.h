@@ -38,10 +38,16 @@ class CompiledDecoder {
   // Set before the first step. head_out(): its result of the last step.
   void set_head(std::function<Tensor(const Tensor& logits)> head);
   const Tensor& head_out() const { return out_.head; }
-  // Of the last step, copied to the host: the argmax of each row (first index on ties) and its
-  // log-probability under the logits. Not with a head.
-  std::vector<int32_t> greedy_ids() const;
-  std::vector<float> greedy_logprobs() const;
+  // Steps run so far.
+  int64_t steps() const { return steps_; }
+  // Of step i, one of the last two (steps() - 1 or steps() - 2), on the host: the argmax of each row
+  // (first index on ties) and its log-probability under the logits. Each step queues its copy behind
+  // it, so a loop can queue step i + 1 before it reads step i; a read waits for step i only. Not with
+  // a head. Without i: the last step.
+  std::vector<int32_t> greedy_ids(int64_t i) const;
+  std::vector<float> greedy_logprobs(int64_t i) const;
+  std::vector<int32_t> greedy_ids() const { return greedy_ids(steps_ - 1); }
+  std::vector<float> greedy_logprobs() const { return greedy_logprobs(steps_ - 1); }
 
   int64_t offset() const { return offset_; }
   int64_t batch() const { return batch_; }
@@ -53,20 +59,23 @@ class CompiledDecoder {
 
  private:
   struct Outputs {
-    Tensor logits;    // [B, vocab] f32
-    Tensor logprobs;  // [B] f32
-    Tensor head;      // set_head's result
+    Tensor logits;  // [B, vocab] f32
+    Tensor head;    // set_head's result
   };
   Outputs body();
+  const std::byte* greedy_slot(int64_t i) const;
 
   const Model& model_;
   CacheList& caches_;
-  int64_t batch_ = 0, offset_ = 0, capacity_ = 0;
+  int64_t batch_ = 0, offset_ = 0, capacity_ = 0, steps_ = 0;
   bool capture_ = true, warm_ = false;
   Tensor ids_;        // [B, 1] i32 on the device
-  Tensor positions_;  // [B] i32
-  Tensor lengths_;    // [B] i32
+  Tensor logprobs_;   // [B] f32: the greedy choice's
+  Tensor counters_;   // [2, B] i32: positions_ and lengths_, advanced by one add a step
+  Tensor positions_;  // [B] i32, row 0 of counters_
+  Tensor lengths_;    // [B] i32, row 1
   Tensor one_;        // [1] i32 = 1
+  std::unique_ptr<DeviceReadback> readback_;  // two slots of the greedy ids and log-probabilities
   std::function<Tensor(const Tensor&)> head_;
   DeviceStep step_;
   std::unique_ptr<GraphMemory> memory_;

@@ -89,8 +89,11 @@ GenerateResult generate(const Model& model, const std::vector<int32_t>& prompt, 
   for (int64_t step = 0; step < options.max_tokens; ++step) {
     Sampler::Result s;
     if (device_greedy && step > 0) {
-      s.token = compiled->greedy_ids()[0];
-      s.logprob = compiled->greedy_logprobs()[0];
+      // The next step is queued before this one's token is read: the device runs it while the host
+      // takes this token (a stop wastes that one step).
+      if (step + 1 < options.max_tokens && compiled->steps() == step) compiled->step();
+      s.token = compiled->greedy_ids(step - 1)[0];
+      s.logprob = compiled->greedy_logprobs(step - 1)[0];
     } else if (graph_head && step > 0) {
       s = sampler.finish(compiled->head_out(), compiled->logits().reshape({vocab}), history);
     } else {
@@ -111,10 +114,11 @@ GenerateResult generate(const Model& model, const std::vector<int32_t>& prompt, 
     }
     if (step + 1 == options.max_tokens) break;
     if (compiled) {
-      // After a step the device already holds its argmax as the next input.
+      // After a step the device already holds its argmax as the next input (and device-greedy steps
+      // after the first are queued above).
       if (!(device_greedy && step > 0)) compiled->set_ids(std::span<const int32_t>(&s.token, 1));
       if (graph_head) sampler.prepare(model.options().device);
-      compiled->step();
+      if (compiled->steps() == step) compiled->step();
     } else {
       logits = model.forward(ids_tensor(&s.token, 1), caches, false);
     }

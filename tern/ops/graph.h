@@ -3,6 +3,9 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <span>
+
+#include "tern/core/tensor.h"
 
 namespace tern {
 
@@ -27,6 +30,19 @@ class CapturedGraph {
 // the host (a device-to-host copy, a host read of device data): that fails the capture with
 // "[cuda] ... capture ..." and leaves nothing captured. Throws "[graph] needs a CUDA build" without CUDA.
 std::unique_ptr<CapturedGraph> capture_graph(GraphMemory& memory, const std::function<void()>& body);
+
+// Copies of small device results to pinned host memory, queued on the engine stream behind the work
+// queued so far, so a host loop can queue its next step before it reads this one's results. `slots`
+// slots of `bytes` each: queue(slot, srcs) copies the srcs' bytes back to back into the slot, and
+// wait(slot) blocks until that slot's last queued copies are done and returns them. A slot must not be
+// queued again before its copies are read. Throws "[readback] needs a CUDA build" without CUDA.
+class DeviceReadback {
+ public:
+  virtual ~DeviceReadback() = default;
+  virtual void queue(int slot, std::span<const Tensor> srcs) = 0;
+  virtual const std::byte* wait(int slot) const = 0;
+};
+std::unique_ptr<DeviceReadback> make_device_readback(int slots, size_t bytes);
 
 // Blocks until the engine stream has finished all queued work (no-op without CUDA).
 void device_synchronize();

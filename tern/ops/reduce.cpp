@@ -78,6 +78,28 @@ Tensor argmax(const Tensor& x, int64_t dim) {
   return out;
 }
 
+void greedy_choice(const Tensor& logits, Tensor& ids, Tensor& logprobs) {
+  TERN_CHECK(logits.defined() && logits.dtype() == Dtype::f32 && logits.rank() == 2 && logits.is_contiguous(),
+             "[greedy_choice] expected contiguous f32 logits [B, n], got {} {}",
+             logits.defined() ? dtype_name(logits.dtype()) : "undefined",
+             logits.defined() ? shape_str(logits.shape()) : "");
+  const int64_t b = logits.size(0), n = logits.size(1);
+  TERN_CHECK(n > 0 && n <= std::numeric_limits<int32_t>::max(), "[greedy_choice] expected rows of 1 to 2^31 - 1 "
+             "logits, got {}", n);
+  TERN_CHECK(ids.defined() && ids.dtype() == Dtype::i32 && ids.numel() == b && ids.is_contiguous() &&
+                 ids.device() == logits.device(),
+             "[greedy_choice] expected ids: contiguous i32 with {} elements on the logits' device", b);
+  TERN_CHECK(logprobs.defined() && logprobs.dtype() == Dtype::f32 && logprobs.numel() == b &&
+                 logprobs.is_contiguous() && logprobs.device() == logits.device(),
+             "[greedy_choice] expected logprobs: contiguous f32 with {} elements on the logits' device", b);
+  if (b == 0) return;
+  if (logits.device().is_cpu()) {
+    cpu::greedy_choice(logits, ids, logprobs);
+  } else {
+    cuda::greedy_choice(logits, ids, logprobs);
+  }
+}
+
 TopK topk(const Tensor& x, int64_t k, int64_t dim) {
   check_float(x, "topk");
   const int d = normalize_dim(dim, x.rank(), "topk");

@@ -14,6 +14,11 @@ Tensor mean(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);
 // Index of the largest element along dim (the first one on ties), i32, dim removed.
 Tensor argmax(const Tensor& x, int64_t dim = -1);
+// The greedy choice of each row of logits (f32 [B, n], contiguous), in one pass on the device: ids[b] =
+// argmax (as ops::argmax) and logprobs[b] = its log-probability, -log(sum_i exp(x_i - x_ids[b])).
+// ids: i32 [B], logprobs: f32 [B], both contiguous on the logits' device (views of larger buffers are
+// fine: a compiled step writes its next input ids in place).
+void greedy_choice(const Tensor& logits, Tensor& ids, Tensor& logprobs);
 
 // The k largest along dim, sorted descending (ties: lower index first). values: x's dtype, indices: i32.
 struct TopK {
@@ -48,6 +53,7 @@ namespace tern::cpu {
 void softmax(const Tensor& x, int dim, bool log, Tensor& out);
 void reduce(const Tensor& x, int dim, ops::ReduceOp op, Tensor& out);
 void argmax(const Tensor& x, int dim, Tensor& out);
+void greedy_choice(const Tensor& logits, Tensor& ids, Tensor& logprobs);
 void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices);
 void draw_index(const Tensor& logits, float max_logit, float u, Tensor& out);
 void top_p_mask(const Tensor& logits, float max_logit, float top_p, float min_gap, Tensor& out);
@@ -56,6 +62,7 @@ namespace tern::cuda {
 void softmax(const Tensor& x, int dim, bool log, Tensor& out);
 void reduce(const Tensor& x, int dim, ops::ReduceOp op, Tensor& out);
 void argmax(const Tensor& x, int dim, Tensor& out);
+void greedy_choice(const Tensor& logits, Tensor& ids, Tensor& logprobs);
 void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices);
 // u_dev: u on the device instead of u (nullptr: none).
 void draw_index(const Tensor& logits, const Tensor& max_logit, float u, const Tensor* u_dev, Tensor& out);

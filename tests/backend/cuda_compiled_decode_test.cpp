@@ -144,6 +144,32 @@ TEST_F(CompiledDecode, NoCudaMallocOnceEveryBucketIsCaptured) {
   EXPECT_EQ(dec.graphs(), 1u);
 }
 
+// A loop that queues step i + 1 before it reads step i (as generate and bench do) reads the same ids
+// and log-probabilities as one that reads each step before the next; only the last two steps can be read.
+TEST_F(CompiledDecode, StepsQueuedAheadOfTheirReadsGiveTheSameIds) {
+  const Model& m = *model_;
+  const int64_t B = 3, V = m.vocab_size(), steps = 24;
+  Tensor prompt = random_ids(B, 240, V, 17);
+  CacheList in_order_caches = m.make_caches(), ahead_caches = m.make_caches();
+  Tensor l0 = m.forward(prompt, in_order_caches, false);
+  m.forward(prompt, ahead_caches, false);
+  CompiledDecoder in_order(m, in_order_caches, 240 + steps + 1), ahead(m, ahead_caches, 240 + steps + 1);
+  in_order.set_ids(host_argmax(l0, B, V));
+  ahead.set_ids(host_argmax(l0, B, V));
+  ahead.step();
+  for (int64_t s = 0; s < steps; ++s) {
+    in_order.step();
+    const std::vector<int32_t> want = in_order.greedy_ids();
+    const std::vector<float> want_lp = in_order.greedy_logprobs();
+    if (s + 1 < steps) ahead.step();  // queued before step s is read
+    EXPECT_EQ(ahead.greedy_ids(s), want) << "step " << s;
+    EXPECT_EQ(ahead.greedy_logprobs(s), want_lp) << "step " << s;
+    if (s >= 2) EXPECT_THROW(ahead.greedy_ids(s - 2), Error);  // its slot has been reused
+  }
+  EXPECT_THROW(ahead.greedy_ids(steps), Error);  // not run
+  EXPECT_EQ(ahead.graphs(), 2u) << "the steps crossed a span bucket";
+}
+
 // The sampler as the graph's head: each captured step's packed values give the host sampler's answer on
 // the same logits (token, logprob, top logprobs, stream position) for temperature alone, Qwen3's
 // settings and top-p alone, across a span bucket; the sampled token is the next step's input.

@@ -306,6 +306,15 @@ TEST_F(CudaOps, SoftmaxAndReductions) {
         EXPECT_CLOSE(ops::max(x, dim), ops::max(xg, dim), dt);
         EXPECT_EQ(nmse(ops::argmax(x, dim), ops::argmax(xg, dim)), 0.0);
       }
+      if (dt == Dtype::f32 && s.size() == 2) {  // the greedy choice of a compiled step: [B, n] f32 rows
+        const int64_t rows = s[0];
+        Tensor ids = Tensor::empty({rows}, Dtype::i32), lp = Tensor::empty({rows}, Dtype::f32);
+        Tensor ids_g = Tensor::empty({rows}, Dtype::i32, kGpu), lp_g = Tensor::empty({rows}, Dtype::f32, kGpu);
+        ops::greedy_choice(x, ids, lp);
+        ops::greedy_choice(xg, ids_g, lp_g);
+        EXPECT_EQ(nmse(ids, ids_g), 0.0);
+        EXPECT_CLOSE(lp, lp_g, dt);
+      }
       for (int64_t k : {int64_t(1), int64_t(5), int64_t(40), int64_t(1024)}) {
         if (k > s.back()) continue;
         ops::TopK c = ops::topk(x, k), g = ops::topk(xg, k);

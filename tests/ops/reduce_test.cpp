@@ -179,6 +179,43 @@ TEST(Argmax, OddSizesStridedHalf) {
   }
 }
 
+// The greedy choice: the first index of each row's max, and its log-probability against a naive
+// log-sum-exp in double; rows with ties (coarse grid), one row of a single logit, and a row of -inf but one.
+TEST(GreedyChoice, FirstMaxAndItsLogProbability) {
+  for (int64_t n : {1, 9, 1000, 40000}) {
+    std::mt19937 rng(static_cast<uint32_t>(n));
+    std::uniform_int_distribution<int> grid(-8, 8);
+    std::normal_distribution<float> normal(0.0f, 3.0f);
+    const int64_t rows = 3;
+    std::vector<float> v(static_cast<size_t>(rows * n));
+    for (int64_t i = 0; i < n; ++i) {
+      v[i] = static_cast<float>(grid(rng)) * 0.5f;  // many ties
+      v[n + i] = normal(rng);
+      v[2 * n + i] = i == n / 2 ? 1.0f : -kInf;
+    }
+    Tensor x = Tensor::from_vector(v, {rows, n});
+    Tensor ids = Tensor::empty({rows}, Dtype::i32), lp = Tensor::empty({rows}, Dtype::f32);
+    ops::greedy_choice(x, ids, lp);
+    for (int64_t r = 0; r < rows; ++r) {
+      SCOPED_TRACE("n " + std::to_string(n) + " row " + std::to_string(r));
+      const float* row = v.data() + r * n;
+      const int64_t best = std::max_element(row, row + n) - row;  // the first of equal maxima
+      double z = 0.0;
+      for (int64_t i = 0; i < n; ++i) z += std::exp(static_cast<double>(row[i]) - row[best]);
+      EXPECT_EQ(ids.data<int32_t>()[r], best);
+      EXPECT_NEAR(lp.data<float>()[r], -std::log(z), 1e-5 * std::max(1.0, std::log(z)));
+    }
+    EXPECT_EQ(lp.data<float>()[2], 0.0f);  // one finite logit: probability 1
+  }
+  Tensor x = random({2, 5}, Dtype::f32, 3);
+  Tensor ids = Tensor::empty({2}, Dtype::i32), lp = Tensor::empty({2}, Dtype::f32);
+  EXPECT_THROW(ops::greedy_choice(random({2, 5}, Dtype::bf16, 3), ids, lp), Error);
+  EXPECT_THROW(ops::greedy_choice(x.transpose(0, 1), ids, lp), Error);
+  Tensor three = Tensor::empty({3}, Dtype::i32);
+  EXPECT_THROW(ops::greedy_choice(x, three, lp), Error);
+  EXPECT_THROW(ops::greedy_choice(x, lp, ids), Error);
+}
+
 // Reference top-k of one row: indices sorted by value descending, ties by lower index.
 std::vector<int> ref_topk(const std::vector<float>& row, int64_t k) {
   std::vector<int> idx(row.size());

@@ -1,5 +1,6 @@
 // tern bench: prefill and decode throughput of a model (warm-up, repeats, median).
 #include <algorithm>
+#include <cstdlib>
 #include <cstdio>
 #include <random>
 
@@ -85,6 +86,8 @@ int run_bench(int argc, char** argv) {
   // decode: whole decode phases. steady: the same without the compiled decoder's one-time steps (its first
   // step, run eagerly, and each step that captured a graph for a new span bucket); setup_ms: those steps.
   std::vector<double> prefill, decode, steady, setup_ms;
+  const char* in_order = std::getenv("TERN_BENCH_IN_ORDER");
+  const bool ahead = !(in_order && std::string(in_order) == "1");
   bool compiled_used = false;
   for (int64_t r = 0; r < warm + reps; ++r) {
     CacheList caches = model.make_caches(kv);
@@ -118,19 +121,22 @@ int run_bench(int argc, char** argv) {
       CompiledDecoder dec(model, caches, P + G + 1);
       dec.set_ids(next);
       for (int64_t g = 0; g < G; ++g) {
-        // Each step ends with its ids on the host (a sync), so its wall time is its whole cost.
+        // Each step's ids reach the host before the loop goes on. Greedy steps queue the next step before
+        // reading this one's ids, as generate does (TERN_BENCH_IN_ORDER=1: step, read, step, ...).
         Timer st;
         const size_t graphs_before = dec.graphs();
-        dec.step();
+        const int64_t steps_before = dec.steps();
+        if (dec.steps() == g) dec.step();
         if (!sampled) {
-          next = dec.greedy_ids();
+          if (ahead && g + 1 < G) dec.step();
+          next = dec.greedy_ids(g);
         } else {
           next = pick(dec.logits());
           dec.set_ids(next);
         }
         if (g == 0 || dec.graphs() != graphs_before) {
           setup += st.seconds();
-          ++setup_steps;
+          setup_steps += dec.steps() - steps_before;
         }
       }
     } else {

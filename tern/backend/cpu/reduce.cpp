@@ -225,6 +225,25 @@ void argmax(const Tensor& x, int dim, Tensor& out) {
   detail::dispatch_float(x.dtype(), [&](auto tag) { argmax_typed<decltype(tag)>(x, dim, out); });
 }
 
+void greedy_choice(const Tensor& logits, Tensor& ids, Tensor& logprobs) {
+  const int64_t rows = logits.size(0), n = logits.size(1);
+  const float* px = logits.data<float>();
+  int32_t* pi = ids.data<int32_t>();
+  float* pl = logprobs.data<float>();
+  parallel_for(rows, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* x = px + r * n;
+      const int32_t best = row_argmax(x, 1, n);
+      const float m = x[best];
+      double z = 0.0;  // a row of -inf: 0, so +inf as the device gives
+      if (m > -std::numeric_limits<float>::infinity())
+        for (int64_t i = 0; i < n; ++i) z += std::exp(static_cast<double>(x[i]) - m);
+      pi[r] = best;
+      pl[r] = static_cast<float>(-std::log(z));
+    }
+  });
+}
+
 void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices) {
   detail::dispatch_float(x.dtype(), [&](auto tag) { topk_typed<decltype(tag)>(x, k, dim, values, indices); });
 }

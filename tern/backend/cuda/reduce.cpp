@@ -64,6 +64,14 @@ void argmax(const Tensor& x, int dim, Tensor& out) {
   launch_argmax(xc.dtype(), xc.data_ptr(), out.data<int32_t>(), s.outer, s.n, s.inner, ws, stream());
 }
 
+void greedy_choice(const Tensor& logits, Tensor& ids, Tensor& logprobs) {
+  check_cuda(logits, "greedy_choice");
+  const int64_t lines = logits.size(0), n = logits.size(1);
+  Tensor keep;
+  launch_greedy_choice(logits.data<float>(), lines, n, scratch(greedy_workspace_bytes(lines, n), logits, keep),
+                       ids.data<int32_t>(), logprobs.data<float>(), stream());
+}
+
 void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices) {
   check_cuda(x, "topk");
   if (values.numel() == 0) return;

@@ -98,6 +98,22 @@ void launch_argmax(Dtype dt, const void* x, int32_t* out, int64_t outer, int64_t
   });
 }
 
+size_t greedy_workspace_bytes(int64_t lines, int64_t n) {
+  const int c = row_chunks(lines, n);
+  return c > 1 ? static_cast<size_t>(lines * c) * sizeof(kernels::GreedyPart) : 0;
+}
+
+void launch_greedy_choice(const float* x, int64_t lines, int64_t n, void* workspace, int32_t* ids, float* logprobs,
+                          cudaStream_t s) {
+  const int chunks = row_chunks(lines, n);
+  auto* part = static_cast<kernels::GreedyPart*>(workspace);
+  launch_kernel(kernels::greedy_partial_kernel, dim3(static_cast<unsigned>(lines), chunks), chunks > 1 ? 256 : row_threads(n),
+                0, s, x, n, part, ids, logprobs);
+  if (chunks > 1)
+    launch_kernel(kernels::greedy_final_kernel, static_cast<unsigned>(lines), 32, 0, s,
+                  static_cast<const kernels::GreedyPart*>(part), chunks, ids, logprobs);
+}
+
 namespace {
 // Slice length of the two-stage top-k (kernels/topk.cuh); 0 where one block per line scans k times
 // (strided or short lines, large k).

@@ -242,4 +242,66 @@ __global__ void argmax_final_kernel(const float* __restrict__ best_v, const int6
   if (threadIdx.x == 0) out[line] = static_cast<int32_t>(bi == INT64_MAX ? 0 : bi);
 }
 
+// ops::greedy_choice of f32 rows: block (line, chunk) finds the best (value, index) of its chunk of
+// n/chunks logits and the sum of exp(x - that value) over the chunk. With one chunk a line (gridDim.y ==
+// 1) it writes the line's id and log-probability itself; else it writes its part and
+// greedy_final_kernel merges a line's parts (one warp a line).
+struct GreedyPart {
+  float v, s;
+  int64_t i;
+};
+
+__global__ void greedy_partial_kernel(const float* __restrict__ x, int64_t n, GreedyPart* __restrict__ part,
+                                      int32_t* __restrict__ ids, float* __restrict__ logprobs) {
+  grid_dependency_wait();
+  const int64_t line = blockIdx.x;
+  const int chunks = static_cast<int>(gridDim.y);
+  const int64_t per = (n + chunks - 1) / chunks;
+  const int64_t lo = blockIdx.y * per, hi = min(n, lo + per);
+  const float* xl = x + line * n;
+  float bv = -INFINITY;
+  int64_t bi = INT64_MAX;
+  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    const float v = xl[i];
+    if (better(v, i, bv, bi)) bv = v, bi = i;
+  }
+  block_best(bv, bi);  // every thread holds the block's best: the branch below is uniform
+  float s = 0.0f;
+  if (bv > -INFINITY)
+    for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) s += expf(xl[i] - bv);
+  s = block_sum(s);
+  if (threadIdx.x != 0) return;
+  if (chunks == 1) {
+    ids[line] = static_cast<int32_t>(bi == INT64_MAX ? 0 : bi);
+    logprobs[line] = -logf(s);
+  } else {
+    part[line * chunks + blockIdx.y] = GreedyPart{bv, s, bi};
+  }
+}
+
+__global__ void greedy_final_kernel(const GreedyPart* __restrict__ part, int chunks, int32_t* __restrict__ ids,
+                                    float* __restrict__ logprobs) {
+  grid_dependency_wait();
+  const int64_t line = blockIdx.x;
+  const GreedyPart* p = part + line * chunks;
+  float bv = -INFINITY;
+  int64_t bi = INT64_MAX;
+  for (int c = threadIdx.x; c < chunks; c += 32)
+    if (better(p[c].v, p[c].i, bv, bi)) bv = p[c].v, bi = p[c].i;
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int64_t oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (better(ov, oi, bv, bi)) bv = ov, bi = oi;
+  }
+  float s = 0.0f;
+  for (int c = threadIdx.x; c < chunks; c += 32)
+    if (p[c].v > -INFINITY) s += p[c].s * expf(p[c].v - bv);
+  s = warp_sum(s);
+  if (threadIdx.x == 0) {
+    ids[line] = static_cast<int32_t>(bi == INT64_MAX ? 0 : bi);
+    logprobs[line] = -logf(s);
+  }
+}
+
 }  // namespace tern::cuda::kernels
