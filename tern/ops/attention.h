@@ -17,6 +17,10 @@ struct AttentionMask {
   Tensor kv_len;
   // Optional additive f32 bias broadcastable to [B, Hq, Lq, Lk] (-inf hides a key).
   Tensor bias;
+  // >= 0: a promise that kv_len and every key below the last fresh_keys of each row's visible range
+  // (kv_len[b], else Lk) were written before the device work queued just before this read, so a backend
+  // may load them before that work finishes (CUDA: before the grid wait). -1: no promise (the default).
+  int64_t fresh_keys = -1;
 };
 
 // q [B, Hq, Lq, D], k [B, Hkv, Lk, D], v [B, Hkv, Lk, Dv] with Hq % Hkv == 0 (query head h reads kv

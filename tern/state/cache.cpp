@@ -26,12 +26,15 @@ class CausalRead : public AttentionRead {
   ops::AttentionMask mask_;
 };
 
-// A compiled step's read: every row sees its first lengths[b] keys (its own new key is the last).
+// A compiled step's read: every row sees its first lengths[b] keys (its own new key is the last). With
+// in_place (a cache whose step writes only that last key, its lengths advanced by an earlier step) the
+// read tells the backend so: it may load the older keys before the step's own writes are done.
 class StepRead : public AttentionRead {
  public:
-  StepRead(Tensor k, Tensor v, Tensor lengths) : k_(std::move(k)), v_(std::move(v)) {
+  StepRead(Tensor k, Tensor v, Tensor lengths, bool in_place) : k_(std::move(k)), v_(std::move(v)) {
     mask_.causal = false;
     mask_.kv_len = std::move(lengths);
+    if (in_place) mask_.fresh_keys = 1;
   }
   Tensor attend(const Tensor& q, float scale, float softcap) const override {
     return ops::sdpa(q, k_, v_, scale, mask_, softcap);
@@ -69,8 +72,8 @@ KVCache::RopedRead KVCache::append_norm_rope(const Tensor& q, const Tensor& k, c
   return {qk.q, append(qk.k, v, phase)};
 }
 
-std::unique_ptr<AttentionRead> step_read(Tensor k, Tensor v, const DeviceStep& step) {
-  return std::make_unique<StepRead>(k.slice(2, 0, step.span), v.slice(2, 0, step.span), step.lengths);
+std::unique_ptr<AttentionRead> step_read(Tensor k, Tensor v, const DeviceStep& step, bool in_place) {
+  return std::make_unique<StepRead>(k.slice(2, 0, step.span), v.slice(2, 0, step.span), step.lengths, in_place);
 }
 
 void check_kv_append(const Tensor& k, const Tensor& v, AppendPhase phase, const Tensor& keys, const Tensor& values) {

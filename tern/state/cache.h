@@ -133,8 +133,9 @@ class KVCache : public Cache {
 std::unique_ptr<AttentionRead> causal_read(Tensor k, Tensor v, int64_t q_offset, int64_t window = 0);
 
 // The read of a compiled decode step over keys k [B, Hkv, >= span, D] and values v: row b attends to its
-// first step.lengths[b] keys of the first step.span.
-std::unique_ptr<AttentionRead> step_read(Tensor k, Tensor v, const DeviceStep& step);
+// first step.lengths[b] keys of the first step.span. in_place: the step wrote only each row's last key
+// (position lengths[b] - 1) and nothing else the read sees (a ring's wrapped slot is elsewhere: false).
+std::unique_ptr<AttentionRead> step_read(Tensor k, Tensor v, const DeviceStep& step, bool in_place);
 
 // The argument checks of KVCache::append for a storage that keeps k and v as given: k [B, Hkv, L, D]
 // and v [B, Hkv, L, Dv] agreeing with each other and (when defined) with the stored keys/values, and

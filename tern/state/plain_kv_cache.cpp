@@ -73,7 +73,7 @@ std::unique_ptr<AttentionRead> PlainKVCache::append(const Tensor& k, const Tenso
                "[kv-cache] expected decode appends within the reserved {} positions while a compiled step is attached",
                capacity());
     ops::write_positions(keys_, k, values_, v, step_->positions);
-    return step_read(keys_, values_, *step_);
+    return step_read(keys_, values_, *step_, true);
   }
   const int64_t n = k.size(2), start = offset_;
   reserve(k, v, start + n);
@@ -91,7 +91,7 @@ KVCache::RopedRead PlainKVCache::append_norm_rope(const Tensor& q, const Tensor&
   TERN_CHECK(phase == AppendPhase::decode && q.size(2) == 1,
              "[kv-cache] expected decode appends while a compiled step is attached, got {} positions", q.size(2));
   Tensor rq = ops::norm_rope_write(q, k, v, n.wq, n.wk, n.eps, next_positions(1), *n.rope, keys_, values_);
-  return {rq, step_read(keys_, values_, *step_)};
+  return {rq, step_read(keys_, values_, *step_, true)};
 }
 
 void PlainKVCache::save(CacheWriter& out) const {

@@ -82,7 +82,7 @@ std::unique_ptr<AttentionRead> RingKVCache::append(const Tensor& k, const Tensor
                "[kv-cache] expected decode appends outside speculative rounds while a compiled step is attached");
     ops::write_positions(keys_, k, values_, v, step_->positions, window_);
     // Lengths past the slots held mean every slot (a wrapped ring holds exactly the window).
-    return step_read(keys_, values_, DeviceStep{step_->positions, step_->lengths, capacity()});
+    return step_read(keys_, values_, DeviceStep{step_->positions, step_->lengths, capacity()}, false);
   }
   const int64_t n = k.size(2);
   // The read: the last window-1 stored positions (all a new query can still see) and the new ones.

@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "tern/ops/attention.h"
@@ -197,6 +199,44 @@ TEST_F(CudaAttention, SdpaDecodeClusterMerge) {
   splits_env.set(nullptr);
   ScopedEnv tile_env("TERN_CUDA_DECODE_TILE", "32x2");
   for (const auto& c : cases) check_sdpa(c, Dtype::bf16, seed += 10);
+}
+
+// A read that promises its older keys were written before the work just before it (fresh_keys >= 0,
+// the plain cache's compiled step) lets flash-decoding stage them before its grid wait: the same bits
+// as without the promise, for spans of one to many tiles, forced splits with either merge, the 32-key
+// tiles, head dims 64-256 and per-row lengths (one row's length inside its first tile).
+TEST_F(CudaAttention, SdpaDecodeStagesOldKeysBeforeTheWait) {
+  ScopedEnv cluster_env("TERN_CUDA_DECODE_CLUSTER", nullptr), splits_env("TERN_CUDA_DECODE_SPLITS", nullptr),
+      tile_env("TERN_CUDA_DECODE_TILE", nullptr);
+  uint32_t seed = 1700;
+  for (int64_t D : {64, 128, 256}) {
+    for (int64_t Lk : {5, 40, 256, 700, 5000}) {
+      const int64_t B = 3, Hq = 16, Hkv = 4;
+      Tensor q = randn_as({B, Hq, 1, D}, Dtype::bf16, seed += 3).to(kGpu);
+      Tensor k = randn_as({B, Hkv, Lk + 8, D}, Dtype::bf16, seed + 1).to(kGpu).narrow(2, 0, Lk);
+      Tensor v = randn_as({B, Hkv, Lk + 8, D}, Dtype::bf16, seed + 2).to(kGpu).narrow(2, 0, Lk);
+      ops::AttentionMask m;
+      m.causal = false;
+      const std::vector<int32_t> lens = {static_cast<int32_t>(Lk), static_cast<int32_t>(std::max<int64_t>(1, Lk - 37)),
+                                         static_cast<int32_t>(std::min<int64_t>(Lk, 3))};
+      m.kv_len = Tensor::from_vector(lens, {B}).to(kGpu);
+      for (const char* cfg : {"", "2", "8", "tile", "global"}) {
+        SCOPED_TRACE(std::string("D ") + std::to_string(D) + " Lk " + std::to_string(Lk) + " cfg " + cfg);
+        const std::string c = cfg;
+        splits_env.set(c == "2" || c == "8" ? cfg : c == "global" ? "3" : nullptr);
+        cluster_env.set(c == "global" ? "0" : nullptr);
+        tile_env.set(c == "tile" ? "32x2" : nullptr);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(D));
+        m.fresh_keys = -1;
+        Tensor want = ops::sdpa(q, k, v, scale, m).to(Device::cpu());
+        for (int64_t fresh : {0, 1, 20}) {
+          m.fresh_keys = fresh;
+          Tensor got = ops::sdpa(q, k, v, scale, m).to(Device::cpu());
+          EXPECT_EQ(std::memcmp(want.data_ptr(), got.data_ptr(), want.nbytes()), 0) << "fresh " << fresh;
+        }
+      }
+    }
+  }
 }
 
 // Heads wider than the kernels' 256 (Gemma 4's full layers: 512): bf16/f16 512-dim heads run the

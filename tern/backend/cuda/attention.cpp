@@ -78,6 +78,10 @@ void sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scal
   p.causal = mask.causal;
   p.q_offset = mask.q_offset;
   p.window = mask.window;
+  // The read's promise lets flash-decoding stage its older keys before the grid wait;
+  // TERN_CUDA_DECODE_PREWAIT=0 ignores it (for benchmarks).
+  const char* prewait = std::getenv("TERN_CUDA_DECODE_PREWAIT");
+  p.fresh_keys = prewait && std::strcmp(prewait, "0") == 0 ? -1 : mask.fresh_keys;
   Tensor kv_len, bias;
   if (mask.kv_len.defined()) {
     TERN_CHECK(mask.kv_len.numel() == p.B, "[sdpa] expected kv_len [{}], got {}", p.B,

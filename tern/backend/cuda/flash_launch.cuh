@@ -96,6 +96,7 @@ void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, unsig
   a.q_offset = p.q_offset;
   a.window = p.window;
   a.kv_len = p.kv_len;
+  a.fresh_keys = p.fresh_keys;
   a.n_splits = n_splits;
   a.cluster = p.cluster_splits && HDV <= 128;  // the caller asks only for 2..kDecodeClusterMax splits
   a.counters = n_splits > 1 && !a.cluster ? counters : nullptr;

@@ -185,6 +185,7 @@ struct SdpaParams {
   bool causal = true;
   int64_t q_offset = 0, window = 0;
   const int32_t* kv_len = nullptr;  // [B] on the device, or nullptr
+  int64_t fresh_keys = -1;          // ops::AttentionMask::fresh_keys
   const float* bias = nullptr;      // f32, broadcast by bias_stride (b, h, i, j; 0 for broadcast dims)
   int64_t bias_stride[4] = {};
   // Flash-decoding only: the key splits of each kv head run as one thread-block cluster and merge

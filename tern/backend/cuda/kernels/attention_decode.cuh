@@ -26,6 +26,7 @@ struct DecodeArgs {
   bool causal;
   int64_t q_offset, window;
   const int32_t* kv_len;
+  int64_t fresh_keys;  // ops::AttentionMask::fresh_keys: >= 0 lets a warp stage older keys before the grid wait
   int n_splits;
   unsigned* counters;  // [B * Hkv] at zero, or nullptr: the last split of a kv head merges the partials
   bool cluster;        // the splits of a kv head are one cluster (n_splits <= kDecodeClusterMax): see below
@@ -53,13 +54,13 @@ __device__ __forceinline__ void warp_load_tile(T* smem, const T* g, int64_t stri
   }
 }
 
-// warp_load_tile with cp.async (zero-fill past `valid`); the caller commits and waits.
+// warp_load_tile with cp.async (zero-fill past `valid`) of rows [r0, rows); the caller commits and waits.
 template <typename T, int HD>
 __device__ __forceinline__ void warp_load_tile_async(T* smem, const T* g, int64_t stride, int rows, int valid,
-                                                     int lane) {
+                                                     int lane, int r0 = 0) {
   constexpr int kPerRow = HD / 8;
 #pragma unroll 4
-  for (int idx = lane; idx < rows * kPerRow; idx += 32) {
+  for (int idx = r0 * kPerRow + lane; idx < rows * kPerRow; idx += 32) {
     const int r = idx / kPerRow, c = (idx % kPerRow) * 8;
     const bool in = r < valid;
     const T* src = in ? g + r * stride + c : g;
@@ -326,10 +327,67 @@ __device__ __forceinline__ void decode_cluster_merge(float* part, float* scratch
   cluster.sync();
 }
 
+// The keys of a block (split, kv head, batch row b): the row's length lk (Lk, or kv_len[b] when
+// smaller), the union over its rows of their visible keys [lo_min, hi_max) (query 0 has the lowest window
+// start, Lq - 1 the highest causal end), and the split's share [start, stop) of whole BN-key tiles.
+struct DecodeKeys {
+  int64_t lk, hi_max, start, stop;
+};
+template <int BN>
+__device__ __forceinline__ DecodeKeys decode_keys(const DecodeArgs& a, int64_t split, int64_t b) {
+  DecodeKeys r;
+  r.lk = a.Lk;
+  if (a.kv_len) r.lk = min(r.lk, static_cast<int64_t>(a.kv_len[b]));
+  const int64_t lo_min = a.window > 0 ? max(int64_t(0), a.q_offset - a.window + 1) : 0;
+  r.hi_max = a.causal ? min(r.lk, a.Lq - 1 + a.q_offset + 1) : r.lk;
+  const int64_t span = r.hi_max > lo_min ? r.hi_max - lo_min : 0;
+  int64_t chunk = (span + a.n_splits - 1) / a.n_splits;
+  chunk = (chunk + BN - 1) / BN * BN;
+  r.start = lo_min + chunk * split;
+  r.stop = min(r.hi_max, r.start + chunk);
+  return r;
+}
+
+// The smem of a warp's K/V tiles (per stage: K tile, then V tile), after the block's 16 query rows.
+template <typename T, int HD, int BN, int STAGES, int HDV>
+__device__ __forceinline__ T* decode_warp_tiles(unsigned char* smem, int warp) {
+  constexpr int kStride = HD + 8, kTile = BN * (kStride + HDV + 8);
+  return reinterpret_cast<T*>(smem) + 16 * kStride + warp * STAGES * kTile;
+}
+
+// Before the grid wait, when the read promises which keys are old (a.fresh_keys >= 0, STAGES 2): each
+// warp issues the cp.async of the rows of its first K/V tile that earlier work wrote (below lk -
+// fresh_keys), so their DRAM latency overlaps the previous kernel's tail; the kernel commits them with the
+// rest of that tile. Reads only kv_len and those keys, which the promise covers. Returns the rows issued.
+template <typename T, int HD, int BN, int STAGES, int HDV>
+__device__ __forceinline__ int decode_stage_before_wait(const DecodeArgs& a) {
+  if constexpr (STAGES != 2) {
+    return 0;
+  } else {
+    if (a.fresh_keys < 0) return 0;
+    extern __shared__ __align__(16) unsigned char decode_smem[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int64_t b = blockIdx.z;
+    const DecodeKeys r = decode_keys<BN>(a, blockIdx.x, b);
+    const int64_t first = r.start + warp * BN;
+    const int64_t old_end = min(r.stop, r.lk - a.fresh_keys);
+    if (first >= old_end) return 0;
+    const int rows = static_cast<int>(min(static_cast<int64_t>(BN), old_end - first));
+    T* sk = decode_warp_tiles<T, HD, BN, STAGES, HDV>(decode_smem, warp);
+    const int64_t hk = blockIdx.y;
+    const T* kg = static_cast<const T*>(a.k) + b * a.ks[0] + hk * a.ks[1] + first * a.ks[2];
+    const T* vg = static_cast<const T*>(a.v) + b * a.vs[0] + hk * a.vs[1] + first * a.vs[2];
+    warp_load_tile_async<T, HD>(sk, kg, a.ks[2], rows, rows, lane);
+    warp_load_tile_async<T, HDV>(sk + BN * (HD + 8), vg, a.vs[2], rows, rows, lane);
+    return rows;
+  }
+}
+
 // STAGES 2: each warp's next K/V tile is in flight (cp.async) while the current one is read; 1: loaded
 // synchronously (for wide heads, whose double buffers would cost occupancy).
 template <typename T, int HD, int BN, int STAGES, int HDV = HD>
 __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(DecodeArgs a) {
+  const int early = decode_stage_before_wait<T, HD, BN, STAGES, HDV>(a);
   grid_dependency_wait();
   extern __shared__ __align__(16) unsigned char decode_smem[];
   constexpr int kStride = HD + 8, kVOff = BN * kStride, kTile = BN * (kStride + HDV + 8);
@@ -340,7 +398,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
   const int R = static_cast<int>(G * a.Lq);  // <= 16
 
   T* sq = reinterpret_cast<T*>(decode_smem);
-  T* tiles = sq + 16 * kStride + warp * STAGES * kTile;  // per stage: K tile, then V tile
+  T* tiles = decode_warp_tiles<T, HD, BN, STAGES, HDV>(decode_smem, warp);
 
   // Query rows r = gi * Lq + i for query head hk * G + gi.
   for (int idx = threadIdx.x; idx < 16 * (HD / 8); idx += blockDim.x) {
@@ -354,8 +412,8 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
     *reinterpret_cast<uint4*>(sq + r * kStride + c) = val;
   }
 
-  int64_t lk = a.Lk;
-  if (a.kv_len) lk = min(lk, static_cast<int64_t>(a.kv_len[b]));
+  const DecodeKeys keys = decode_keys<BN>(a, split, b);
+  const int64_t lk = keys.lk, hi_max = keys.hi_max, start = keys.start, stop = keys.stop;
   int64_t row_lo[2], row_hi[2];
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
@@ -364,15 +422,6 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
     row_hi[rr] = r >= R ? 0 : a.causal ? min(lk, i + a.q_offset + 1) : lk;
     row_lo[rr] = a.window > 0 ? max(int64_t(0), i + a.q_offset - a.window + 1) : 0;
   }
-  // The block's key range: the union over its rows (query 0 has the lowest window start, Lq - 1 the
-  // highest causal end), cut into n_splits chunks of whole tiles.
-  const int64_t lo_min = a.window > 0 ? max(int64_t(0), a.q_offset - a.window + 1) : 0;
-  const int64_t hi_max = a.causal ? min(lk, a.Lq - 1 + a.q_offset + 1) : lk;
-  const int64_t span = hi_max > lo_min ? hi_max - lo_min : 0;
-  int64_t chunk = (span + a.n_splits - 1) / a.n_splits;
-  chunk = (chunk + BN - 1) / BN * BN;
-  const int64_t start = lo_min + chunk * split;
-  const int64_t stop = min(hi_max, start + chunk);
   __syncthreads();
 
   const T* kg = static_cast<const T*>(a.k) + b * a.ks[0] + hk * a.ks[1];
@@ -387,17 +436,17 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
   auto masked = [&](int rr, int64_t j) { return j < row_lo[rr] || j >= row_hi[rr] || j >= stop; };
   const int64_t first = start + warp * BN, step = kFlashWarps * BN;
   if constexpr (STAGES == 2) {
-    auto issue = [&](int64_t n0, int buf) {
+    auto issue = [&](int64_t n0, int buf, int r0) {  // rows [r0, BN) of the tile at n0
       const int valid = static_cast<int>(min(static_cast<int64_t>(BN), hi_max - n0));
       T* sk = tiles + buf * kTile;
-      warp_load_tile_async<T, HD>(sk, kg + n0 * a.ks[2], a.ks[2], BN, valid, lane);
-      warp_load_tile_async<T, HDV>(sk + kVOff, vg + n0 * a.vs[2], a.vs[2], BN, valid, lane);
+      warp_load_tile_async<T, HD>(sk, kg + n0 * a.ks[2], a.ks[2], BN, valid, lane, r0);
+      warp_load_tile_async<T, HDV>(sk + kVOff, vg + n0 * a.vs[2], a.vs[2], BN, valid, lane, r0);
     };
-    if (first < stop) issue(first, 0);
+    if (first < stop) issue(first, 0, early);  // its first `early` rows are in flight since before the wait
     cp_async_commit();
     int buf = 0;
     for (int64_t n0 = first; n0 < stop; n0 += step, buf ^= 1) {
-      if (n0 + step < stop) issue(n0 + step, buf ^ 1);
+      if (n0 + step < stop) issue(n0 + step, buf ^ 1, 0);
       cp_async_commit();
       cp_async_wait<1>();
       __syncwarp();
