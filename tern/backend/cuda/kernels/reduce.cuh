@@ -182,6 +182,18 @@ __device__ __forceinline__ void block_best(float& v, int64_t& idx) {
   }
 }
 
+// The block's best (value, index) of x[lo, hi); every thread gets it.
+template <typename T>
+__device__ __forceinline__ void block_best_of(const T* x, int64_t lo, int64_t hi, float& bv, int64_t& bi) {
+  bv = -INFINITY;
+  bi = INT64_MAX;
+  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    const float v = to_f32(x[i]);
+    if (better(v, i, bv, bi)) bv = v, bi = i;
+  }
+  block_best(bv, bi);
+}
+
 // One block per (outer, inner) line of n elements at stride `inner`.
 template <typename T>
 __global__ void argmax_kernel(const T* __restrict__ x, int32_t* __restrict__ out, int64_t n, int64_t inner) {
@@ -208,14 +220,9 @@ __global__ void argmax_partial_kernel(const T* __restrict__ x, int64_t n, int ch
   const int64_t line = blockIdx.x;
   const int64_t per = (n + chunks - 1) / chunks;
   const int64_t lo = blockIdx.y * per, hi = min(n, lo + per);
-  const T* xl = x + line * n;
-  float bv = -INFINITY;
-  int64_t bi = INT64_MAX;
-  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-    float v = to_f32(xl[i]);
-    if (better(v, i, bv, bi)) bv = v, bi = i;
-  }
-  block_best(bv, bi);
+  float bv;
+  int64_t bi;
+  block_best_of(x + line * n, lo, hi, bv, bi);
   if (threadIdx.x == 0) {
     best_v[line * chunks + blockIdx.y] = bv;
     best_i[line * chunks + blockIdx.y] = bi;
@@ -259,13 +266,9 @@ __global__ void greedy_partial_kernel(const float* __restrict__ x, int64_t n, Gr
   const int64_t per = (n + chunks - 1) / chunks;
   const int64_t lo = blockIdx.y * per, hi = min(n, lo + per);
   const float* xl = x + line * n;
-  float bv = -INFINITY;
-  int64_t bi = INT64_MAX;
-  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
-    const float v = xl[i];
-    if (better(v, i, bv, bi)) bv = v, bi = i;
-  }
-  block_best(bv, bi);  // every thread holds the block's best: the branch below is uniform
+  float bv;
+  int64_t bi;
+  block_best_of(xl, lo, hi, bv, bi);  // every thread holds the block's best: the branch below is uniform
   float s = 0.0f;
   if (bv > -INFINITY)
     for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) s += expf(xl[i] - bv);
