@@ -153,6 +153,13 @@ const std::byte* CompiledDecoder::greedy_slot(int64_t i) const {
   return readback_->wait(static_cast<int>(i % 2));
 }
 
+CompiledDecoder::Greedy CompiledDecoder::greedy_step(int64_t i, bool queue_next) {
+  TERN_CHECK(i == steps_ || i + 1 == steps_, "[compiled_decode] expected greedy_step({}) after {} steps", i, steps_);
+  if (steps_ == i) step();
+  if (queue_next && steps_ == i + 1) step();
+  return {greedy_ids(i), greedy_logprobs(i)};
+}
+
 std::vector<int32_t> CompiledDecoder::greedy_ids(int64_t i) const {
   const auto* p = reinterpret_cast<const int32_t*>(greedy_slot(i));
   return std::vector<int32_t>(p, p + batch_);

@@ -48,6 +48,14 @@ class CompiledDecoder {
   std::vector<float> greedy_logprobs(int64_t i) const;
   std::vector<int32_t> greedy_ids() const { return greedy_ids(steps_ - 1); }
   std::vector<float> greedy_logprobs() const { return greedy_logprobs(steps_ - 1); }
+  // A greedy loop's step with its read one step behind: runs step i unless it has run, also queues step
+  // i + 1 when queue_next (the device runs it while the host takes step i's result; the ids it reads
+  // are already on the device), then returns step i's choice. Not with a head.
+  struct Greedy {
+    std::vector<int32_t> ids;
+    std::vector<float> logprobs;
+  };
+  Greedy greedy_step(int64_t i, bool queue_next);
 
   int64_t offset() const { return offset_; }
   int64_t batch() const { return batch_; }

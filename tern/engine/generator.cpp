@@ -89,11 +89,11 @@ GenerateResult generate(const Model& model, const std::vector<int32_t>& prompt, 
   for (int64_t step = 0; step < options.max_tokens; ++step) {
     Sampler::Result s;
     if (device_greedy && step > 0) {
-      // The next step is queued before this one's token is read: the device runs it while the host
-      // takes this token (a stop wastes that one step).
-      if (step + 1 < options.max_tokens && compiled->steps() == step) compiled->step();
-      s.token = compiled->greedy_ids(step - 1)[0];
-      s.logprob = compiled->greedy_logprobs(step - 1)[0];
+      // Compiled step step - 1 chose this token; the next one is queued before it is read (a stop
+      // wastes that one step).
+      const CompiledDecoder::Greedy g = compiled->greedy_step(step - 1, step + 1 < options.max_tokens);
+      s.token = g.ids[0];
+      s.logprob = g.logprobs[0];
     } else if (graph_head && step > 0) {
       s = sampler.finish(compiled->head_out(), compiled->logits().reshape({vocab}), history);
     } else {

@@ -156,16 +156,18 @@ TEST_F(CompiledDecode, StepsQueuedAheadOfTheirReadsGiveTheSameIds) {
   CompiledDecoder in_order(m, in_order_caches, 240 + steps + 1), ahead(m, ahead_caches, 240 + steps + 1);
   in_order.set_ids(host_argmax(l0, B, V));
   ahead.set_ids(host_argmax(l0, B, V));
-  ahead.step();
   for (int64_t s = 0; s < steps; ++s) {
     in_order.step();
     const std::vector<int32_t> want = in_order.greedy_ids();
     const std::vector<float> want_lp = in_order.greedy_logprobs();
-    if (s + 1 < steps) ahead.step();  // queued before step s is read
-    EXPECT_EQ(ahead.greedy_ids(s), want) << "step " << s;
-    EXPECT_EQ(ahead.greedy_logprobs(s), want_lp) << "step " << s;
+    const CompiledDecoder::Greedy got = ahead.greedy_step(s, s + 1 < steps);  // step s + 1 queued before the read
+    EXPECT_EQ(ahead.steps(), s + 1 < steps ? s + 2 : s + 1);
+    EXPECT_EQ(got.ids, want) << "step " << s;
+    EXPECT_EQ(got.logprobs, want_lp) << "step " << s;
+    EXPECT_EQ(ahead.greedy_ids(s), want) << "step " << s;  // still readable: one of the last two
     if (s >= 2) EXPECT_THROW(ahead.greedy_ids(s - 2), Error);  // its slot has been reused
   }
+  EXPECT_THROW(ahead.greedy_step(steps + 3, false), Error);  // not the next step
   EXPECT_THROW(ahead.greedy_ids(steps), Error);  // not run
   EXPECT_EQ(ahead.graphs(), 2u) << "the steps crossed a span bucket";
 }

@@ -126,11 +126,10 @@ int run_bench(int argc, char** argv) {
         Timer st;
         const size_t graphs_before = dec.graphs();
         const int64_t steps_before = dec.steps();
-        if (dec.steps() == g) dec.step();
         if (!sampled) {
-          if (ahead && g + 1 < G) dec.step();
-          next = dec.greedy_ids(g);
+          next = dec.greedy_step(g, ahead && g + 1 < G).ids;
         } else {
+          dec.step();
           next = pick(dec.logits());
           dec.set_ids(next);
         }
