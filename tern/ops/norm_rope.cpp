@@ -52,4 +52,23 @@ Tensor norm_rope_write(const Tensor& q, const Tensor& k, const Tensor& v, const 
   return oq;
 }
 
+Tensor norm_rope_write_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk,
+                            float eps, const Tensor& positions, const RopeTable& table, Tensor& keys, Tensor& values,
+                            int64_t span, float scale, const AttentionMask& mask, float softcap) {
+  TERN_CHECK(keys.defined() && values.defined() && keys.rank() == 4 && values.rank() == 4 && span >= 0 &&
+                 span <= keys.size(2) && span <= values.size(2),
+             "[norm_rope_write_sdpa] expected a span within the keys and values, got {} of {} and {}", span,
+             shape_str(keys.shape()), shape_str(values.shape()));
+  if (q.defined() && q.device().is_cuda() && v.defined() && q.rank() == 4 && q.size(2) == 1 &&
+      fused_norm_rope(q, k, wq, wk, eps, positions, table)) {
+    check_kv_writes(keys, k, values, v, positions, 0);
+    Tensor out = Tensor::empty({q.size(0), q.size(1), 1, values.size(3)}, q.dtype(), q.device());
+    if (out.numel() > 0 && cuda::norm_rope_write_sdpa(q, k, v, wq, wk, eps, positions, table, keys, values, span,
+                                                      scale, mask, softcap, out))
+      return out;
+  }
+  Tensor rq = norm_rope_write(q, k, v, wq, wk, eps, positions, table, keys, values);
+  return sdpa(rq, keys.slice(2, 0, span), values.slice(2, 0, span), scale, mask, softcap);
+}
+
 }  // namespace tern::ops

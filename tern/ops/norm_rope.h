@@ -2,6 +2,7 @@
 // head row, then the rotary embedding at the cache's positions.
 #pragma once
 #include "tern/core/tensor.h"
+#include "tern/ops/attention.h"
 #include "tern/ops/rope.h"
 
 namespace tern::ops {
@@ -23,6 +24,15 @@ NormRoped norm_rope(const Tensor& q, const Tensor& k, const Tensor& wq, const Te
 Tensor norm_rope_write(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk, float eps,
                        const Tensor& positions, const RopeTable& table, Tensor& keys, Tensor& values, int64_t ring = 0);
 
+// norm_rope_write (no ring), then the compiled step's read of the rotated queries: sdpa(q', keys[:, :, :span],
+// values[:, :, :span], scale, mask, softcap). The same numbers as the two calls, which the CPU makes. On
+// CUDA, where flash-decoding takes the heads (D = Dv of 64 or 128, norm weights of q's dtype), the norm,
+// the rotation and the write run inside the read's launch when TERN_CUDA_ROPE_IN_READ=1 (off by default
+// until measured against the two launches); otherwise the two launches.
+Tensor norm_rope_write_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk,
+                            float eps, const Tensor& positions, const RopeTable& table, Tensor& keys, Tensor& values,
+                            int64_t span, float scale, const AttentionMask& mask, float softcap);
+
 }  // namespace tern::ops
 
 namespace tern::cuda {
@@ -31,4 +41,10 @@ void norm_rope(const Tensor& q, const Tensor& k, const Tensor& wq, const Tensor&
 void norm_rope_write(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk, float eps,
                      const Tensor& positions, const ops::RopeTable& table, Tensor& out_q, Tensor& keys, Tensor& values,
                      int64_t ring);
+// The one-launch form of ops::norm_rope_write_sdpa into out [B, Hq, 1, Dv]; false (nothing launched) where
+// it does not apply.
+bool norm_rope_write_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk,
+                          float eps, const Tensor& positions, const ops::RopeTable& table, Tensor& keys,
+                          Tensor& values, int64_t span, float scale, const ops::AttentionMask& mask, float softcap,
+                          Tensor& out);
 }  // namespace tern::cuda

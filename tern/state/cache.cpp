@@ -45,6 +45,29 @@ class StepRead : public AttentionRead {
   ops::AttentionMask mask_;
 };
 
+// StepRead's read with the step's norm, rotation and key/value write in front (step_read_norm_rope).
+class NormRopeStepRead : public AttentionRead {
+ public:
+  NormRopeStepRead(Tensor keys, Tensor values, const DeviceStep& step, Tensor k, Tensor v, const QKNormRope& n)
+      : keys_(std::move(keys)), values_(std::move(values)), k_(std::move(k)), v_(std::move(v)),
+        positions_(step.positions.view({step.positions.size(0), 1})), span_(step.span), n_(n) {
+    mask_.causal = false;
+    mask_.kv_len = step.lengths;
+    mask_.fresh_keys = 1;
+  }
+  Tensor attend(const Tensor& q, float scale, float softcap) const override {
+    return ops::norm_rope_write_sdpa(q, k_, v_, n_.wq, n_.wk, n_.eps, positions_, *n_.rope, keys_, values_, span_, scale,
+                                     mask_, softcap);
+  }
+
+ private:
+  mutable Tensor keys_, values_;  // written by attend (the storage's handles)
+  Tensor k_, v_, positions_;
+  int64_t span_;
+  QKNormRope n_;
+  ops::AttentionMask mask_;
+};
+
 }  // namespace
 
 std::unique_ptr<AttentionRead> causal_read(Tensor k, Tensor v, int64_t q_offset, int64_t window) {
@@ -74,6 +97,12 @@ KVCache::RopedRead KVCache::append_norm_rope(const Tensor& q, const Tensor& k, c
 
 std::unique_ptr<AttentionRead> step_read(Tensor k, Tensor v, const DeviceStep& step, bool in_place) {
   return std::make_unique<StepRead>(k.slice(2, 0, step.span), v.slice(2, 0, step.span), step.lengths, in_place);
+}
+
+std::unique_ptr<AttentionRead> step_read_norm_rope(Tensor keys, Tensor values, const DeviceStep& step, Tensor k,
+                                                   Tensor v, const QKNormRope& n) {
+  TERN_CHECK(n.rope, "[kv-cache] expected a rope table for a step read with norm_rope");
+  return std::make_unique<NormRopeStepRead>(std::move(keys), std::move(values), step, std::move(k), std::move(v), n);
 }
 
 void check_kv_append(const Tensor& k, const Tensor& v, AppendPhase phase, const Tensor& keys, const Tensor& values) {

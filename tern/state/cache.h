@@ -118,8 +118,10 @@ class KVCache : public Cache {
   // k [B, Hkv, L, D], v [B, Hkv, L, Dv] for the next L positions. Stores them and returns the read.
   virtual std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) = 0;
   // append() for queries and keys still to be normed and rotated at next_positions(L): q [B, Hq, L, D]
-  // and k (any strides, last dim contiguous). Returns the rotated queries and the read. The default runs
-  // ops::norm_rope, then append(); a storage may write the keys and values from the norm_rope launch.
+    // and k (any strides, last dim contiguous). Returns the queries the read takes and the read. The
+  // default runs ops::norm_rope, then append(), and returns the rotated queries; a storage may write the
+  // keys and values from the norm_rope launch, or (a compiled step's read, step_read_norm_rope) leave the
+  // norm, the rotation and the write to the read, which then takes q as given: call its attend once.
   struct RopedRead {
     Tensor q;
     std::unique_ptr<AttentionRead> read;
@@ -136,6 +138,13 @@ std::unique_ptr<AttentionRead> causal_read(Tensor k, Tensor v, int64_t q_offset,
 // first step.lengths[b] keys of the first step.span. in_place: the step wrote only each row's last key
 // (position lengths[b] - 1) and nothing else the read sees (a ring's wrapped slot is elsewhere: false).
 std::unique_ptr<AttentionRead> step_read(Tensor k, Tensor v, const DeviceStep& step, bool in_place);
+
+// step_read(keys, values, step, true) with the step's preparation in front: its attend(q) takes the raw
+// queries q [B, Hq, 1, D] and runs ops::norm_rope_write_sdpa of q, the raw key k [B, Hkv, 1, D] and the
+// value v at step.positions (n's weights and table, which must outlive the read), writing the key and the
+// value into keys and values (the whole storage, not a ring), then the read.
+std::unique_ptr<AttentionRead> step_read_norm_rope(Tensor keys, Tensor values, const DeviceStep& step, Tensor k,
+                                                   Tensor v, const QKNormRope& n);
 
 // The argument checks of KVCache::append for a storage that keeps k and v as given: k [B, Hkv, L, D]
 // and v [B, Hkv, L, Dv] agreeing with each other and (when defined) with the stored keys/values, and

@@ -90,8 +90,7 @@ KVCache::RopedRead PlainKVCache::append_norm_rope(const Tensor& q, const Tensor&
   TERN_CHECK(n.rope, "[kv-cache] expected a rope table for append_norm_rope");
   TERN_CHECK(phase == AppendPhase::decode && q.size(2) == 1,
              "[kv-cache] expected decode appends while a compiled step is attached, got {} positions", q.size(2));
-  Tensor rq = ops::norm_rope_write(q, k, v, n.wq, n.wk, n.eps, next_positions(1), *n.rope, keys_, values_);
-  return {rq, step_read(keys_, values_, *step_, true)};
+  return {q, step_read_norm_rope(keys_, values_, *step_, k, v, n)};
 }
 
 void PlainKVCache::save(CacheWriter& out) const {

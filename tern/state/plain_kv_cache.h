@@ -20,8 +20,9 @@ class PlainKVCache : public KVCache {
   int64_t trim(int64_t n) override;
   int64_t bytes() const override;
   std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) override;
-  // While a compiled step is attached, the rotated keys and the values go from the norm_rope launch straight
-  // to their slots (ops::norm_rope_write); otherwise the default.
+  // While a compiled step is attached, the read does the norm, the rotation and the write of the keys and
+  // values into their slots (step_read_norm_rope: ops::norm_rope_write_sdpa) and takes q as given;
+  // otherwise the default.
   RopedRead append_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const QKNormRope& n,
                              AppendPhase phase) override;
   // Saves the stored prefix [B, Hkv, offset, D] as is; load() checks the window.

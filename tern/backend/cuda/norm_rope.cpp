@@ -1,5 +1,5 @@
-// CUDA entry points of ops::norm_rope and ops::norm_rope_write (their checks are the ops'): strides,
-// weights, the cache destination and the rope table's device copy into the kernel's arguments.
+// CUDA entry points of ops::norm_rope, ops::norm_rope_write and ops::norm_rope_write_sdpa (their checks are
+// the ops'): strides, weights, the cache destination and the rope table's device copy into the kernel's arguments.
 #include "tern/ops/norm_rope.h"
 
 #include <cstdlib>
@@ -9,37 +9,43 @@
 #include "tern/backend/cuda/launch.h"
 #include "tern/backend/cuda/layout.h"
 #include "tern/backend/cuda/runtime/context.h"
+#include "tern/backend/cuda/sdpa.h"
 #include "tern/ops/index.h"
 
 namespace tern::cuda {
 namespace {
 
-// The launch of q's and k's rows, and of v's when the keys and values go to a cache (kv non-null).
-// Holds the contiguous copies the arguments point at until the launch is queued.
-void run(const Tensor& q, const Tensor& k, const Tensor* v, const Tensor& wq, const Tensor& wk, float eps,
-         const Tensor& positions, const ops::RopeTable& table, Tensor& out_q, Tensor* out_k, Tensor* kv[2],
-         int64_t ring) {
+// The kernel arguments of q's and k's rows, and of v's when the keys and values go to a cache (kv
+// non-null), with the contiguous copies they point at (held until the launch is queued).
+struct Prepared {
   kernels::NormRopeArgs a{};
+  Tensor x[3], wc[2], pos;
+  Dtype wt = Dtype::f32;
+};
+Prepared prepare(const Tensor& q, const Tensor& k, const Tensor* v, const Tensor& wq, const Tensor& wk, float eps,
+                 const Tensor& positions, const ops::RopeTable& table, Tensor* out_q, Tensor* out_k, Tensor* kv[2],
+                 int64_t ring) {
+  Prepared r;
+  kernels::NormRopeArgs& a = r.a;
   auto last_contiguous = [](const Tensor& t) { return t.stride(3) == 1 ? t : t.contiguous(); };
-  const Tensor x[3] = {last_contiguous(q), last_contiguous(k), v ? last_contiguous(*v) : Tensor()};
+  r.x[0] = last_contiguous(q), r.x[1] = last_contiguous(k), r.x[2] = v ? last_contiguous(*v) : Tensor();
   for (int i = 0; i < 3; ++i) {
-    if (!x[i].defined()) continue;
-    a.x[i] = x[i].data_ptr();
-    for (int d = 0; d < 3; ++d) a.st[i][d] = x[i].stride(d);
+    if (!r.x[i].defined()) continue;
+    a.x[i] = r.x[i].data_ptr();
+    for (int d = 0; d < 3; ++d) a.st[i][d] = r.x[i].stride(d);
   }
   const Tensor* w[2] = {&wq, &wk};
-  Tensor wc[2];
   for (int i = 0; i < 2; ++i) {
-    a.heads[i] = x[i].size(1);
-    if (w[i]->defined()) wc[i] = w[i]->contiguous();
-    a.w[i] = wc[i].defined() ? wc[i].data_ptr() : nullptr;
+    a.heads[i] = r.x[i].size(1);
+    if (w[i]->defined()) r.wc[i] = w[i]->contiguous();
+    a.w[i] = r.wc[i].defined() ? r.wc[i].data_ptr() : nullptr;
   }
-  a.out[0] = out_q.data_ptr();
+  a.out[0] = out_q ? out_q->data_ptr() : nullptr;
   a.out[1] = out_k ? out_k->data_ptr() : nullptr;
-  TERN_CHECK(!wc[0].defined() || !wc[1].defined() || wc[0].dtype() == wc[1].dtype(),
-             "[norm_rope] expected q and k norm weights of one dtype, got {} and {}", dtype_name(wc[0].dtype()),
-             dtype_name(wc[1].dtype()));
-  const Dtype wt = wc[0].defined() ? wc[0].dtype() : wc[1].defined() ? wc[1].dtype() : q.dtype();
+  TERN_CHECK(!r.wc[0].defined() || !r.wc[1].defined() || r.wc[0].dtype() == r.wc[1].dtype(),
+             "[norm_rope] expected q and k norm weights of one dtype, got {} and {}", dtype_name(r.wc[0].dtype()),
+             dtype_name(r.wc[1].dtype()));
+  r.wt = r.wc[0].defined() ? r.wc[0].dtype() : r.wc[1].defined() ? r.wc[1].dtype() : q.dtype();
   a.B = q.size(0), a.L = q.size(2), a.D = q.size(3), a.rot = table.rotary_dim;
   if (kv) {
     a.Dv = v->size(3), a.kv_n = kv[0]->size(2), a.ring = ring;
@@ -48,14 +54,21 @@ void run(const Tensor& q, const Tensor& k, const Tensor* v, const Tensor& wq, co
       for (int d = 0; d < 3; ++d) a.kv_st[i][d] = kv[i]->stride(d);
     }
   }
-  Tensor pos = positions.contiguous();
-  a.pos = pos.data_ptr();
-  a.per_batch = pos.rank() == 2;
+  r.pos = positions.contiguous();
+  a.pos = r.pos.data_ptr();
+  a.per_batch = r.pos.rank() == 2;
   a.inv_freq =
       static_cast<const float*>(constant_buffer(table.inv_freq.data(), table.inv_freq.size() * sizeof(float)));
   a.attn_scale = table.attention_scale;
   a.eps = eps;
-  launch_norm_rope(q.dtype(), wt, pos.dtype(), a, stream());
+  return r;
+}
+
+void run(const Tensor& q, const Tensor& k, const Tensor* v, const Tensor& wq, const Tensor& wk, float eps,
+         const Tensor& positions, const ops::RopeTable& table, Tensor& out_q, Tensor* out_k, Tensor* kv[2],
+         int64_t ring) {
+  const Prepared r = prepare(q, k, v, wq, wk, eps, positions, table, &out_q, out_k, kv, ring);
+  launch_norm_rope(q.dtype(), r.wt, r.pos.dtype(), r.a, stream());
 }
 
 }  // namespace
@@ -83,6 +96,27 @@ void norm_rope_write(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   }
   Tensor* kv[2] = {&keys, &values};
   run(q, k, &v, wq, wk, eps, positions, table, out_q, nullptr, kv, ring);
+}
+
+// The norm, the rotation and the write inside flash-decoding's launch: a plain storage (no ring), q's
+// dtype for the norm weights, i32 positions, TERN_CUDA_ROPE_IN_READ=1 (off by default until measured).
+bool norm_rope_write_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk,
+                          float eps, const Tensor& positions, const ops::RopeTable& table, Tensor& keys,
+                          Tensor& values, int64_t span, float scale, const ops::AttentionMask& mask, float softcap,
+                          Tensor& out) {
+  const char* e = std::getenv("TERN_CUDA_ROPE_IN_READ");  // read per call: host code runs only at capture
+  if (!(e && std::strcmp(e, "1") == 0) || positions.dtype() != Dtype::i32 || q.dtype() != keys.dtype() || q.dtype() != values.dtype()) return false;
+  for (const Tensor* w : {&wq, &wk}) {
+    if (w->defined() && w->dtype() != q.dtype()) return false;
+  }
+  Tensor* kv[2] = {&keys, &values};
+  const Prepared r = prepare(q, k, &v, wq, wk, eps, positions, table, nullptr, nullptr, kv, 0);
+  // the layout norm_rope_write would launch, whose output rows are fresh (aligned) allocations
+  kernels::NormRopeArgs by4_probe = r.a;
+  by4_probe.out[0] = keys.data_ptr();
+  const bool by4 = norm_rope_by4(q.dtype(), by4_probe);
+  return sdpa_after_norm_rope(r.x[0], keys.slice(2, 0, span), values.slice(2, 0, span), scale, mask, softcap, r.a, by4,
+                              out);
 }
 
 }  // namespace tern::cuda

@@ -62,6 +62,81 @@ __device__ __forceinline__ const T* norm_rope_src(const NormRopeArgs& a, const N
   return static_cast<const T*>(a.x[r.which]) + r.b * st[0] + r.h * st[1] + r.l * st[2];
 }
 
+// The rest of one row's norm and rotation, by one warp, once its values are loaded: lane element i is dim
+// j = lane + 32 i (v[i] = 0 and wv[i] = 1 past D <= 32 NV), w says whether wv holds a norm weight, cs is
+// norm_rope_angles' table and normed a row of D floats of this warp's shared memory (the rotation's
+// partner dims). Writes the row to y (global or shared memory). Shared with the flash-decoding prologue
+// (attention_decode.cuh), so both give the same numbers.
+template <typename T, int NV>
+__device__ __forceinline__ void norm_rope_finish(float (&v)[NV], const float (&wv)[NV], bool w, int64_t D, int64_t rot,
+                                                 float eps, const float (*cs)[128], float* normed, int lane, T* y) {
+  const int64_t half = rot / 2;
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < NV; ++i) ss += v[i] * v[i];
+  ss = warp_sum(ss);
+  const float inv = rsqrtf(ss / static_cast<float>(D) + eps);
+#pragma unroll
+  for (int i = 0; i < NV; ++i) {
+    const int j = lane + 32 * i;
+    if (j >= D) continue;
+    float n = v[i] * inv;
+    if (w) n *= wv[i];
+    v[i] = to_f32(from_f32<T>(n));  // rounded as ops::rms_norm stores it
+    normed[j] = v[i];
+  }
+  __syncwarp();
+#pragma unroll
+  for (int i = 0; i < NV; ++i) {
+    const int j = lane + 32 * i;
+    if (j >= D) continue;
+    float o = v[i];
+    if (j < rot) {
+      const int64_t f = j < half ? j : j - half;
+      o = j < half ? v[i] * cs[0][f] - normed[j + half] * cs[1][f] : v[i] * cs[0][f] + normed[f] * cs[1][f];
+    }
+    y[j] = from_f32<T>(o);
+  }
+}
+
+// The same for bf16 rows of 128 with rot / 2 a multiple of 4: lane t holds dims [4t, 4t + 4) (v, wv) and
+// takes the rotation's partner dims from lane t +- rot / 8 by a shuffle; every lane of the warp calls it.
+// Returns the lane's four outputs.
+__device__ __forceinline__ uint2 norm_rope_finish_128(float (&v)[4], const float (&wv)[4], bool w, int rot, float eps,
+                                                      const float (*cs)[128], int lane) {
+  union Vec {
+    uint2 u;
+    __nv_bfloat16 e[4];
+  };
+  const int half = rot / 2, j0 = 4 * lane;
+  float ss = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) ss += v[i] * v[i];
+  ss = warp_sum(ss);
+  const float inv = rsqrtf(ss / 128.0f + eps);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float n = v[i] * inv;
+    if (w) n *= wv[i];
+    v[i] = to_f32(from_f32<__nv_bfloat16>(n));  // rounded as ops::rms_norm stores it
+  }
+  const int partner = j0 < half ? lane + half / 4 : lane - half / 4;
+  const int src = j0 < rot ? partner : lane;
+  Vec o;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float pv = __shfl_sync(0xffffffffu, v[i], src);
+    const int j = j0 + i;
+    float out = v[i];
+    if (j < rot) {
+      const int f = j < half ? j : j - half;
+      out = j < half ? v[i] * cs[0][f] - pv * cs[1][f] : v[i] * cs[0][f] + pv * cs[1][f];
+    }
+    o.e[i] = from_f32<__nv_bfloat16>(out);
+  }
+  return o.u;
+}
+
 // A block's warps take heads of one token, q's first, then k's, then v's, and share that position's
 // cos/sin, which the block computes once while its rows load.
 template <typename T, typename W, typename P>
@@ -71,7 +146,7 @@ __global__ void __launch_bounds__(kNormRopeWarps * 32) norm_rope_kernel(NormRope
   __shared__ float cs[2][128];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const NormRopeRow r = norm_rope_row<P>(a, warp);
-  const int64_t D = r.which == 2 ? a.Dv : a.D, half = a.rot / 2;
+  const int64_t D = r.which == 2 ? a.Dv : a.D;
   const T* x = norm_rope_src<T>(a, r);
   const W* w = static_cast<const W*>(r.which < 2 ? a.w[r.which] : nullptr);
   float v[8], wv[8];
@@ -89,32 +164,7 @@ __global__ void __launch_bounds__(kNormRopeWarps * 32) norm_rope_kernel(NormRope
     for (int64_t j = lane; j < D; j += 32) y[j] = x[j];
     return;
   }
-  float ss = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) ss += v[i] * v[i];
-  ss = warp_sum(ss);
-  const float inv = rsqrtf(ss / static_cast<float>(D) + a.eps);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int j = lane + 32 * i;
-    if (j >= D) continue;
-    float n = v[i] * inv;
-    if (w) n *= wv[i];
-    v[i] = to_f32(from_f32<T>(n));  // rounded as ops::rms_norm stores it
-    normed[warp][j] = v[i];
-  }
-  __syncwarp();
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int j = lane + 32 * i;
-    if (j >= D) continue;
-    float o = v[i];
-    if (j < a.rot) {
-      const int64_t f = j < half ? j : j - half;
-      o = j < half ? v[i] * cs[0][f] - normed[warp][j + half] * cs[1][f] : v[i] * cs[0][f] + normed[warp][f] * cs[1][f];
-    }
-    y[j] = from_f32<T>(o);
-  }
+  norm_rope_finish<T, 8>(v, wv, w != nullptr, D, a.rot, a.eps, cs, normed[warp], lane, y);
 }
 
 // The same for bf16 heads of D = 128 with rot / 2 a multiple of 4 and 8-byte aligned rows (Qwen3's):
@@ -126,7 +176,7 @@ __global__ void __launch_bounds__(kNormRopeWarps * 32) norm_rope_128_kernel(Norm
   __shared__ float cs[2][128];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const NormRopeRow r = norm_rope_row<P>(a, warp);
-  const int half = static_cast<int>(a.rot / 2), j0 = 4 * lane;
+  const int j0 = 4 * lane;
   const __nv_bfloat16* x = norm_rope_src<__nv_bfloat16>(a, r);
   const W* w = static_cast<const W*>(r.which < 2 ? a.w[r.which] : nullptr);
   union Vec {
@@ -149,32 +199,7 @@ __global__ void __launch_bounds__(kNormRopeWarps * 32) norm_rope_128_kernel(Norm
     for (int64_t j = lane; j < a.Dv; j += 32) y[j] = x[j];
     return;
   }
-  float ss = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) ss += v[i] * v[i];
-  ss = warp_sum(ss);
-  const float inv = rsqrtf(ss / 128.0f + a.eps);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    float n = v[i] * inv;
-    if (w) n *= wv[i];
-    v[i] = to_f32(from_f32<__nv_bfloat16>(n));  // rounded as ops::rms_norm stores it
-  }
-  const int partner = j0 < half ? lane + half / 4 : lane - half / 4;
-  const int src = j0 < a.rot ? partner : lane;
-  Vec o;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float pv = __shfl_sync(0xffffffffu, v[i], src);
-    const int j = j0 + i;
-    float out = v[i];
-    if (j < a.rot) {
-      const int f = j < half ? j : j - half;
-      out = j < half ? v[i] * cs[0][f] - pv * cs[1][f] : v[i] * cs[0][f] + pv * cs[1][f];
-    }
-    o.e[i] = from_f32<__nv_bfloat16>(out);
-  }
-  *reinterpret_cast<uint2*>(y + j0) = o.u;
+  *reinterpret_cast<uint2*>(y + j0) = norm_rope_finish_128(v, wv, w != nullptr, static_cast<int>(a.rot), a.eps, cs, lane);
 }
 
 }  // namespace tern::cuda::kernels
