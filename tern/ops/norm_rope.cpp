@@ -62,10 +62,9 @@ Tensor norm_rope_write_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, c
   if (q.defined() && q.device().is_cuda() && v.defined() && q.rank() == 4 && q.size(2) == 1 &&
       fused_norm_rope(q, k, wq, wk, eps, positions, table)) {
     check_kv_writes(keys, k, values, v, positions, 0);
-    Tensor out = Tensor::empty({q.size(0), q.size(1), 1, values.size(3)}, q.dtype(), q.device());
-    if (out.numel() > 0 && cuda::norm_rope_write_sdpa(q, k, v, wq, wk, eps, positions, table, keys, values, span,
-                                                      scale, mask, softcap, out))
-      return out;
+    Tensor out = cuda::norm_rope_write_sdpa(q, k, v, wq, wk, eps, positions, table, keys, values, span, scale, mask,
+                                            softcap);
+    if (out.defined()) return out;
   }
   Tensor rq = norm_rope_write(q, k, v, wq, wk, eps, positions, table, keys, values);
   return sdpa(rq, keys.slice(2, 0, span), values.slice(2, 0, span), scale, mask, softcap);

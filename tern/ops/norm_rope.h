@@ -41,10 +41,9 @@ void norm_rope(const Tensor& q, const Tensor& k, const Tensor& wq, const Tensor&
 void norm_rope_write(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk, float eps,
                      const Tensor& positions, const ops::RopeTable& table, Tensor& out_q, Tensor& keys, Tensor& values,
                      int64_t ring);
-// The one-launch form of ops::norm_rope_write_sdpa into out [B, Hq, 1, Dv]; false (nothing launched) where
-// it does not apply.
-bool norm_rope_write_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk,
-                          float eps, const Tensor& positions, const ops::RopeTable& table, Tensor& keys,
-                          Tensor& values, int64_t span, float scale, const ops::AttentionMask& mask, float softcap,
-                          Tensor& out);
+// The one-launch form of ops::norm_rope_write_sdpa: its output [B, Hq, 1, Dv], or an undefined tensor
+// (nothing allocated or launched) where it does not apply.
+Tensor norm_rope_write_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk,
+                            float eps, const Tensor& positions, const ops::RopeTable& table, Tensor& keys,
+                            Tensor& values, int64_t span, float scale, const ops::AttentionMask& mask, float softcap);
 }  // namespace tern::cuda

@@ -100,14 +100,13 @@ void norm_rope_write(const Tensor& q, const Tensor& k, const Tensor& v, const Te
 
 // The norm, the rotation and the write inside flash-decoding's launch: a plain storage (no ring), q's
 // dtype for the norm weights, i32 positions, TERN_CUDA_ROPE_IN_READ=1 (off by default until measured).
-bool norm_rope_write_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk,
-                          float eps, const Tensor& positions, const ops::RopeTable& table, Tensor& keys,
-                          Tensor& values, int64_t span, float scale, const ops::AttentionMask& mask, float softcap,
-                          Tensor& out) {
+Tensor norm_rope_write_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk,
+                            float eps, const Tensor& positions, const ops::RopeTable& table, Tensor& keys,
+                            Tensor& values, int64_t span, float scale, const ops::AttentionMask& mask, float softcap) {
   const char* e = std::getenv("TERN_CUDA_ROPE_IN_READ");  // read per call: host code runs only at capture
-  if (!(e && std::strcmp(e, "1") == 0) || positions.dtype() != Dtype::i32 || q.dtype() != keys.dtype() || q.dtype() != values.dtype()) return false;
+  if (!(e && std::strcmp(e, "1") == 0) || positions.dtype() != Dtype::i32 || q.dtype() != keys.dtype() || q.dtype() != values.dtype()) return {};
   for (const Tensor* w : {&wq, &wk}) {
-    if (w->defined() && w->dtype() != q.dtype()) return false;
+    if (w->defined() && w->dtype() != q.dtype()) return {};
   }
   Tensor* kv[2] = {&keys, &values};
   const Prepared r = prepare(q, k, &v, wq, wk, eps, positions, table, nullptr, nullptr, kv, 0);
@@ -115,8 +114,11 @@ bool norm_rope_write_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, con
   kernels::NormRopeArgs by4_probe = r.a;
   by4_probe.out[0] = keys.data_ptr();
   const bool by4 = norm_rope_by4(q.dtype(), by4_probe);
-  return sdpa_after_norm_rope(r.x[0], keys.slice(2, 0, span), values.slice(2, 0, span), scale, mask, softcap, r.a, by4,
-                              out);
+  Tensor out = Tensor::empty({q.size(0), q.size(1), 1, values.size(3)}, q.dtype(), q.device());
+  if (!sdpa_after_norm_rope(r.x[0], keys.slice(2, 0, span), values.slice(2, 0, span), scale, mask, softcap, r.a, by4,
+                            out))
+    return {};
+  return out;
 }
 
 }  // namespace tern::cuda

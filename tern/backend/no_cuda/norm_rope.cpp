@@ -10,9 +10,9 @@ void norm_rope_write(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                      const ops::RopeTable&, Tensor&, Tensor&, Tensor&, int64_t) {
   TERN_THROW("[norm_rope_write] needs a CUDA build");
 }
-bool norm_rope_write_sdpa(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float,
-                          const Tensor&, const ops::RopeTable&, Tensor&, Tensor&, int64_t, float,
-                          const ops::AttentionMask&, float, Tensor&) {
+Tensor norm_rope_write_sdpa(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&, float,
+                            const Tensor&, const ops::RopeTable&, Tensor&, Tensor&, int64_t, float,
+                            const ops::AttentionMask&, float) {
   TERN_THROW("[norm_rope_write_sdpa] needs a CUDA build");
 }
 }  // namespace tern::cuda
