@@ -394,13 +394,18 @@ __device__ __forceinline__ int decode_stage_before_wait(const DecodeArgs& a) {
 // sq is query head hk G + r of row b, normed and rotated as norm_rope_write computes it (the same device
 // code, so the same numbers), rows [R, 16) zero. The block whose split holds the new key's slot (split 0
 // when none does) also writes the rotated key and the value of kv head hk into the cache storage, before
-// the caller's barrier: the block's tile loads come after it. Scratch: the warps' second tile buffers (or
-// their only one with STAGES 1), which nothing has touched yet: the angle table in warp 0's, a row of
-// partner dims in each warp's. Every thread calls it.
+// the caller's barrier: the block's tile loads come after it. Warp w takes rows w, w + 4, ... (16: the
+// key, 17: the value), and loads all of its rows and the norm weights before the block computes the
+// angles, so its rows cost one round trip. Scratch: the warps' second tile buffers (or their only one with
+// STAGES 1), which nothing has touched yet: the angle table in warp 0's, a row of partner dims in each
+// warp's. Every thread calls it.
 template <typename T, int HD, int BN, int STAGES>
-__device__ __forceinline__ void decode_norm_rope(const DecodeArgs& a, T* sq, DecodeKeys keys, int64_t hk, int64_t b, int R) {
+__device__ __forceinline__ void decode_norm_rope(const DecodeArgs& a, T* sq, DecodeKeys keys, int64_t hk, int64_t b,
+                                                 int R) {
   extern __shared__ __align__(16) unsigned char decode_smem[];
   constexpr int kStride = HD + 8, kTile = BN * (kStride + HD + 8);
+  constexpr int NV = HD / 32;                                  // a lane's dims of a row
+  constexpr int kSlots = (18 + kFlashWarps - 1) / kFlashWarps;  // a warp's rows at most
   const NormRopeArgs& n = a.pre;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   auto scratch = [&](int w) {
@@ -412,50 +417,79 @@ __device__ __forceinline__ void decode_norm_rope(const DecodeArgs& a, T* sq, Dec
   const int64_t lo_min = a.window > 0 ? max(int64_t(0), a.q_offset - a.window + 1) : 0;
   const bool covered = p >= keys.start && p < keys.stop, nobody = p < lo_min || p >= keys.hi_max;
   const bool writer = p >= 0 && p < n.kv_n && (covered || (blockIdx.x == 0 && nobody));
-  norm_rope_angles(n, p, cs);
+  const int rows = writer ? 18 : 16;
   const int64_t G = a.Hq / a.Hkv;
-  // rows 0-15: sq's; 16: the key, 17: the value (the writer only)
-  for (int r = warp; r < (writer ? 18 : 16); r += kFlashWarps) {
-    if (r >= R && r < 16) {
-      for (int c = 8 * lane; c < HD; c += 256) *reinterpret_cast<uint4*>(sq + r * kStride + c) = make_uint4(0, 0, 0, 0);
-      continue;
-    }
+  // by4: norm_rope_128_kernel's layout (lane element i is dim 4 lane + i), else norm_rope_kernel's (lane + 32 i)
+  bool by4 = false;
+  if constexpr (HD == 128 && std::is_same_v<T, __nv_bfloat16>) by4 = a.pre_by4;
+  auto dim = [&](int i) { return by4 ? 4 * lane + i : lane + 32 * i; };
+  auto src = [&](int r) {  // the raw row: query head hk G + r, or (16, 17) kv head hk's key and value
     const int which = r < 16 ? 0 : r - 15;
     const int64_t h = which == 0 ? hk * G + r : hk;
-    const T* x = static_cast<const T*>(n.x[which]) + b * n.st[which][0] + h * n.st[which][1];
-    T* y = which == 0 ? sq + r * kStride
-                      : static_cast<T*>(n.kv[which - 1]) + b * n.kv_st[which - 1][0] + hk * n.kv_st[which - 1][1] +
-                            p * n.kv_st[which - 1][2];
-    if (which == 2) {
-      for (int j = lane; j < HD; j += 32) y[j] = x[j];
-      continue;
-    }
-    const T* w = static_cast<const T*>(n.w[which]);
+    return static_cast<const T*>(n.x[which]) + b * n.st[which][0] + h * n.st[which][1];
+  };
+  auto slot_row = [&](int which) {  // kv head hk's slot p of the key (1) or value (2) storage
+    return static_cast<T*>(n.kv[which - 1]) + b * n.kv_st[which - 1][0] + hk * n.kv_st[which - 1][1] +
+           p * n.kv_st[which - 1][2];
+  };
+  const T* wq = static_cast<const T*>(n.w[0]);
+  const T* wk = static_cast<const T*>(n.w[1]);
+  float v[kSlots][NV], wqv[NV], wkv[NV];
+#pragma unroll
+  for (int i = 0; i < NV; ++i) {
+    wqv[i] = wq ? to_f32(wq[dim(i)]) : 1.0f;
+    wkv[i] = wk ? to_f32(wk[dim(i)]) : 1.0f;
+  }
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) {
+    const int r = warp + kFlashWarps * s;
+#pragma unroll
+    for (int i = 0; i < NV; ++i) v[s][i] = 0.0f;
+    if (!(r < R || (writer && r == 16))) continue;
+    const T* x = src(r);
     if constexpr (HD == 128 && std::is_same_v<T, __nv_bfloat16>) {
-      if (a.pre_by4) {
+      if (by4) {
         union {
           uint2 u;
           __nv_bfloat16 e[4];
         } xv;
         xv.u = *reinterpret_cast<const uint2*>(x + 4 * lane);
-        float v[4], wv[4];
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          v[i] = to_f32(xv.e[i]);
-          wv[i] = w ? to_f32(w[4 * lane + i]) : 1.0f;
-        }
-        *reinterpret_cast<uint2*>(y + 4 * lane) =
-            norm_rope_finish_128(v, wv, w != nullptr, static_cast<int>(n.rot), n.eps, cs, lane);
+        for (int i = 0; i < 4; ++i) v[s][i] = to_f32(xv.e[i]);
         continue;
       }
     }
-    float v[HD / 32], wv[HD / 32];
 #pragma unroll
-    for (int i = 0; i < HD / 32; ++i) {
-      v[i] = to_f32(x[lane + 32 * i]);
-      wv[i] = w ? to_f32(w[lane + 32 * i]) : 1.0f;
+    for (int i = 0; i < NV; ++i) v[s][i] = to_f32(x[lane + 32 * i]);
+  }
+  norm_rope_angles(n, p, cs);
+#pragma unroll
+  for (int s = 0; s < kSlots; ++s) {
+    const int r = warp + kFlashWarps * s;
+    if (r >= rows) break;
+    if (r >= R && r < 16) {
+      for (int c = 8 * lane; c < HD; c += 256) *reinterpret_cast<uint4*>(sq + r * kStride + c) = make_uint4(0, 0, 0, 0);
+      continue;
     }
-    norm_rope_finish<T, HD / 32>(v, wv, w != nullptr, HD, n.rot, n.eps, cs, normed, lane, y);
+    if (r == 17) {  // the value: a copy
+      const T* x = src(r);
+      T* y = slot_row(2);
+      for (int j = lane; j < HD; j += 32) y[j] = x[j];
+      continue;
+    }
+    T* y = r < 16 ? sq + r * kStride : slot_row(1);
+    const bool has_w = (r < 16 ? wq : wk) != nullptr;
+    float wv[NV];
+#pragma unroll
+    for (int i = 0; i < NV; ++i) wv[i] = r < 16 ? wqv[i] : wkv[i];
+    if constexpr (HD == 128 && std::is_same_v<T, __nv_bfloat16>) {
+      if (by4) {
+        *reinterpret_cast<uint2*>(y + 4 * lane) =
+            norm_rope_finish_128(v[s], wv, has_w, static_cast<int>(n.rot), n.eps, cs, lane);
+        continue;
+      }
+    }
+    norm_rope_finish<T, NV>(v[s], wv, has_w, HD, n.rot, n.eps, cs, normed, lane, y);
   }
   __threadfence_block();  // the writer's key and value, before the caller's barrier and its tile loads
 }
