@@ -12,6 +12,11 @@
 //              at 4 an SM the grid is 1.45 waves)
 //   stream:    the same bytes read by two streaming kernels of the same grids (no dots): the chain's
 //              ceiling for these shapes
+//   lab down, ahead: tern's down product, whose blocks first ask L2 for their slots' rows
+//              (cp.async.bulk.prefetch.L2) before the grid wait -- the expert ids are written two launches
+//              back -- so the rows arrive while the gate/up product streams; with gate/up loads that
+//              leave L2 first (evict-first), so that stream does not push them out, or without
+//   lab down, not ahead: the same kernel without the prefetch (its control)
 // Each lab variant's outputs are checked against tern's kernels on layer 0 (max |difference|).
 // Build: nvcc -O3 -std=c++20 -arch=sm_90 -I. bench/cuda/moe_lab.cu -o moe_lab   (from the repository root)
 #include <cuda_bf16.h>
@@ -78,6 +83,71 @@ __global__ void __launch_bounds__(256, MINB)
       for (int w = 0; w < W; ++w) a += sg[warp + w], b += su[warp + w];
       h[p * I + i] = a / (1.0f + expf(-a)) * b;
     }
+  }
+}
+
+// 16 bytes of weights past L1 and first out of L2.
+__device__ __forceinline__ uint4 load_evict_first16(const uint4* p) {
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p), "l"(policy));
+  return v;
+}
+
+// gate_up_lab<1, true, 4> with evict-first loads.
+__global__ void __launch_bounds__(256, 4)
+    gate_up_evict_first(const __nv_bfloat16* __restrict__ x, const int32_t* __restrict__ experts,
+                        const __nv_bfloat16* __restrict__ gate_up, float* __restrict__ h) {
+  k::grid_dependency_wait();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int i = blockIdx.x * 8 + warp, p = blockIdx.y;
+  const int e = experts[p];
+  constexpr int kPer = H / 8 / 32;
+  const uint4* g = reinterpret_cast<const uint4*>(gate_up + (static_cast<int64_t>(e) * 2 * I + i) * H);
+  const uint4* u = g + static_cast<int64_t>(I) * H / 8;
+  float gs = 0.0f, us = 0.0f;
+  uint4 gw[kPer], uw[kPer];
+#pragma unroll
+  for (int c = 0; c < kPer; ++c) gw[c] = load_evict_first16(g + lane + 32 * c), uw[c] = load_evict_first16(u + lane + 32 * c);
+#pragma unroll
+  for (int c = 0; c < kPer; ++c) {
+    float wg[8], wu[8], xf[8];
+    k::bf16x8_to_f32(gw[c], wg);
+    k::bf16x8_to_f32(uw[c], wu);
+    k::load_x8<false>(x, lane + 32 * c, xf);
+#pragma unroll
+    for (int t = 0; t < 8; ++t) gs += wg[t] * xf[t], us += wu[t] * xf[t];
+  }
+  gs = k::warp_sum(gs), us = k::warp_sum(us);
+  if (lane == 0) h[p * I + i] = gs / (1.0f + expf(-gs)) * us;
+}
+
+// tern's moe_down_kernel for one token (out[n] = sum_j weights[j] down_e[n] . h[j], a block an output, a
+// warp a slot), whose blocks, when AHEAD, first ask L2 for their slots' rows.
+template <bool AHEAD>
+__global__ void __launch_bounds__(256)
+    down_lab(const float* __restrict__ h, const int32_t* __restrict__ experts, const float* __restrict__ weights,
+             const __nv_bfloat16* __restrict__ down, __nv_bfloat16* __restrict__ out) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, n = blockIdx.x;
+  if (AHEAD && lane == 0 && warp < TOPK) {
+    const void* row = down + (static_cast<int64_t>(experts[warp]) * H + n) * I;
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(row), "r"(I * 2) : "memory");
+  }
+  k::grid_dependency_wait();
+  float acc = 0.0f;
+  for (int j = warp; j < TOPK; j += 8)
+    acc += weights[j] * k::lane_dot<4, float, true>(down + (static_cast<int64_t>(experts[j]) * H + n) * I, h + j * I, I, lane);
+  __shared__ float part[8];
+  acc = k::warp_sum(acc);
+  if (lane == 0) part[warp] = acc;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float sum = 0.0f;
+    for (int w = 0; w < 8; ++w) sum += part[w];
+    out[n] = __float2bfloat16(sum);
   }
 }
 
@@ -203,6 +273,44 @@ int main() {
   variant("lab 2 warps a row, together, 6 blocks an SM", gate_up_lab<2, true, 6>, 2);
   variant("lab 4 warps a row, together, 6 blocks an SM", gate_up_lab<4, true, 6>, 4);
   variant("lab 8 warps a row, together, 8 blocks an SM", gate_up_lab<8, true, 8>, 8);
+
+  // The down product asking L2 for its rows before its grid wait, after tern's or an evict-first gate/up;
+  // layer 0's output checked against tern's pair.
+  auto lab_down = [&](auto kern) {
+    return [&, kern](int l) {
+      launch(kern, dim3(H, 1), 256, s, static_cast<const float*>(h), static_cast<const int32_t*>(ex[l]),
+             static_cast<const float*>(wts[l]), static_cast<const __nv_bfloat16*>(dn[l]), x + (l + 1) * H);
+    };
+  };
+  auto evict_first_up = [&](int l) {
+    launch(gate_up_evict_first, dim3(I / 8, TOPK), 256, s, static_cast<const __nv_bfloat16*>(x + l * H),
+           static_cast<const int32_t*>(ex[l]), static_cast<const __nv_bfloat16*>(gu[l]), h);
+  };
+  auto out0 = [&](auto&& up, auto&& down) {  // layer 0's output
+    up(0);
+    down(0);
+    CK(cudaStreamSynchronize(s));
+    std::vector<__nv_bfloat16> v(H);
+    CK(cudaMemcpy(v.data(), x + H, H * 2, cudaMemcpyDeviceToHost));
+    return v;
+  };
+  const std::vector<__nv_bfloat16> want_out = out0(tern_up, tern_down);
+  auto pair = [&](const char* name, auto&& up, auto&& down) {
+    const std::vector<__nv_bfloat16> got = out0(up, down);
+    double diff = 0.0;
+    for (int i = 0; i < H; ++i)
+      diff = std::max(diff, static_cast<double>(std::fabs(__bfloat162float(got[i]) - __bfloat162float(want_out[i]))));
+    char label[160];
+    std::snprintf(label, sizeof label, "%s (out max |diff| %.1e)", name, diff);
+    report(label, chain_us([&](int l) {
+             up(l);
+             down(l);
+           }));
+  };
+  pair("tern gate/up, lab down not ahead", tern_up, lab_down(down_lab<false>));
+  pair("tern gate/up, lab down ahead", tern_up, lab_down(down_lab<true>));
+  pair("evict-first gate/up, lab down not ahead", evict_first_up, lab_down(down_lab<false>));
+  pair("evict-first gate/up, lab down ahead", evict_first_up, lab_down(down_lab<true>));
 
   // The ceiling of the shapes: the same bytes streamed by kernels of the same grids.
   report("stream the same bytes (two kernels a layer)", chain_us([&](int l) {
