@@ -118,7 +118,7 @@ class KVCache : public Cache {
   // k [B, Hkv, L, D], v [B, Hkv, L, Dv] for the next L positions. Stores them and returns the read.
   virtual std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) = 0;
   // append() for queries and keys still to be normed and rotated at next_positions(L): q [B, Hq, L, D]
-    // and k (any strides, last dim contiguous). Returns the queries the read takes and the read. The
+  // and k (any strides, last dim contiguous). Returns the queries the read takes and the read. The
   // default runs ops::norm_rope, then append(), and returns the rotated queries; a storage may write the
   // keys and values from the norm_rope launch, or (a compiled step's read, step_read_norm_rope) leave the
   // norm, the rotation and the write to the read, which then takes q as given: call its attend once.
