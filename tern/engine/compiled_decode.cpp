@@ -157,7 +157,10 @@ CompiledDecoder::Greedy CompiledDecoder::greedy_step(int64_t i, bool queue_next)
   TERN_CHECK(i == steps_ || i + 1 == steps_, "[compiled_decode] expected greedy_step({}) after {} steps", i, steps_);
   if (steps_ == i) step();
   if (queue_next && steps_ == i + 1) step();
-  return {greedy_ids(i), greedy_logprobs(i)};
+  const std::byte* slot = greedy_slot(i);  // one wait for both
+  const auto* ids = reinterpret_cast<const int32_t*>(slot);
+  const auto* logprobs = reinterpret_cast<const float*>(slot + batch_ * sizeof(int32_t));
+  return {std::vector<int32_t>(ids, ids + batch_), std::vector<float>(logprobs, logprobs + batch_)};
 }
 
 std::vector<int32_t> CompiledDecoder::greedy_ids(int64_t i) const {
