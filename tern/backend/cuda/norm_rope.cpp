@@ -110,10 +110,7 @@ Tensor norm_rope_write_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, c
   }
   Tensor* kv[2] = {&keys, &values};
   const Prepared r = prepare(q, k, &v, wq, wk, eps, positions, table, nullptr, nullptr, kv, 0);
-  // the layout norm_rope_write would launch, whose output rows are fresh (aligned) allocations
-  kernels::NormRopeArgs by4_probe = r.a;
-  by4_probe.out[0] = keys.data_ptr();
-  const bool by4 = norm_rope_by4(q.dtype(), by4_probe);
+  const bool by4 = norm_rope_by4(q.dtype(), r.a);  // the layout norm_rope_write would launch
   Tensor out = Tensor::empty({q.size(0), q.size(1), 1, values.size(3)}, q.dtype(), q.device());
   if (!sdpa_after_norm_rope(r.x[0], keys.slice(2, 0, span), values.slice(2, 0, span), scale, mask, softcap, r.a, by4,
                             out))
