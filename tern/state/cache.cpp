@@ -26,16 +26,22 @@ class CausalRead : public AttentionRead {
   ops::AttentionMask mask_;
 };
 
-// A compiled step's read: every row sees its first lengths[b] keys (its own new key is the last). With
+// A compiled step's mask: every row sees its first lengths[b] keys (its own new key is the last). With
 // in_place (a cache whose step writes only that last key, its lengths advanced by an earlier step) the
 // read tells the backend so: it may load the older keys before the step's own writes are done.
+ops::AttentionMask step_mask(Tensor lengths, bool in_place) {
+  ops::AttentionMask m;
+  m.causal = false;
+  m.kv_len = std::move(lengths);
+  if (in_place) m.fresh_keys = 1;
+  return m;
+}
+
+// A compiled step's read under step_mask.
 class StepRead : public AttentionRead {
  public:
-  StepRead(Tensor k, Tensor v, Tensor lengths, bool in_place) : k_(std::move(k)), v_(std::move(v)) {
-    mask_.causal = false;
-    mask_.kv_len = std::move(lengths);
-    if (in_place) mask_.fresh_keys = 1;
-  }
+  StepRead(Tensor k, Tensor v, Tensor lengths, bool in_place)
+      : k_(std::move(k)), v_(std::move(v)), mask_(step_mask(std::move(lengths), in_place)) {}
   Tensor attend(const Tensor& q, float scale, float softcap) const override {
     return ops::sdpa(q, k_, v_, scale, mask_, softcap);
   }
@@ -50,11 +56,8 @@ class NormRopeStepRead : public AttentionRead {
  public:
   NormRopeStepRead(Tensor keys, Tensor values, const DeviceStep& step, Tensor k, Tensor v, const QKNormRope& n)
       : keys_(std::move(keys)), values_(std::move(values)), k_(std::move(k)), v_(std::move(v)),
-        positions_(step.positions.view({step.positions.size(0), 1})), span_(step.span), n_(n) {
-    mask_.causal = false;
-    mask_.kv_len = step.lengths;
-    mask_.fresh_keys = 1;
-  }
+        positions_(step.positions.view({step.positions.size(0), 1})), span_(step.span), n_(n),
+        mask_(step_mask(step.lengths, true)) {}
   Tensor attend(const Tensor& q, float scale, float softcap) const override {
     return ops::norm_rope_write_sdpa(q, k_, v_, n_.wq, n_.wk, n_.eps, positions_, *n_.rope, keys_, values_, span_, scale,
                                      mask_, softcap);
