@@ -35,9 +35,21 @@ namespace k = tern::cuda::kernels;
 
 constexpr int H = 2048, I = 768, TOPK = 8, E = 16, L = 24;
 
+// 16 bytes of weights past L1 and first out of L2.
+__device__ __forceinline__ uint4 load_evict_first16(const uint4* p) {
+  uint64_t policy;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p), "l"(policy));
+  return v;
+}
+
 // h[p, i] = silu(gate_e[i] . x) * (up_e[i] . x), e = experts[p]; W warps per i (K split in W parts,
-// summed through shared memory in warp order), TOGETHER: the gate and up loads of a part issued at once.
-template <int W, bool TOGETHER, int MINB>
+// summed through shared memory in warp order), TOGETHER: the gate and up loads of a part issued at once,
+// EVICT_FIRST (with TOGETHER): those loads leave L2 first.
+template <int W, bool TOGETHER, int MINB, bool EVICT_FIRST = false>
 __global__ void __launch_bounds__(256, MINB)
     gate_up_lab(const __nv_bfloat16* __restrict__ x, const int32_t* __restrict__ experts,
                 const __nv_bfloat16* __restrict__ gate_up, float* __restrict__ h) {
@@ -55,7 +67,13 @@ __global__ void __launch_bounds__(256, MINB)
   if constexpr (TOGETHER) {
     uint4 gw[kPer], uw[kPer];
 #pragma unroll
-    for (int c = 0; c < kPer; ++c) gw[c] = k::load_stream16(g + lane + 32 * c), uw[c] = k::load_stream16(u + lane + 32 * c);
+    for (int c = 0; c < kPer; ++c) {
+      if constexpr (EVICT_FIRST) {
+        gw[c] = load_evict_first16(g + lane + 32 * c), uw[c] = load_evict_first16(u + lane + 32 * c);
+      } else {
+        gw[c] = k::load_stream16(g + lane + 32 * c), uw[c] = k::load_stream16(u + lane + 32 * c);
+      }
+    }
 #pragma unroll
     for (int c = 0; c < kPer; ++c) {
       float wg[8], wu[8], xf[8];
@@ -84,45 +102,6 @@ __global__ void __launch_bounds__(256, MINB)
       h[p * I + i] = a / (1.0f + expf(-a)) * b;
     }
   }
-}
-
-// 16 bytes of weights past L1 and first out of L2.
-__device__ __forceinline__ uint4 load_evict_first16(const uint4* p) {
-  uint64_t policy;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p), "l"(policy));
-  return v;
-}
-
-// gate_up_lab<1, true, 4> with evict-first loads.
-__global__ void __launch_bounds__(256, 4)
-    gate_up_evict_first(const __nv_bfloat16* __restrict__ x, const int32_t* __restrict__ experts,
-                        const __nv_bfloat16* __restrict__ gate_up, float* __restrict__ h) {
-  k::grid_dependency_wait();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int i = blockIdx.x * 8 + warp, p = blockIdx.y;
-  const int e = experts[p];
-  constexpr int kPer = H / 8 / 32;
-  const uint4* g = reinterpret_cast<const uint4*>(gate_up + (static_cast<int64_t>(e) * 2 * I + i) * H);
-  const uint4* u = g + static_cast<int64_t>(I) * H / 8;
-  float gs = 0.0f, us = 0.0f;
-  uint4 gw[kPer], uw[kPer];
-#pragma unroll
-  for (int c = 0; c < kPer; ++c) gw[c] = load_evict_first16(g + lane + 32 * c), uw[c] = load_evict_first16(u + lane + 32 * c);
-#pragma unroll
-  for (int c = 0; c < kPer; ++c) {
-    float wg[8], wu[8], xf[8];
-    k::bf16x8_to_f32(gw[c], wg);
-    k::bf16x8_to_f32(uw[c], wu);
-    k::load_x8<false>(x, lane + 32 * c, xf);
-#pragma unroll
-    for (int t = 0; t < 8; ++t) gs += wg[t] * xf[t], us += wu[t] * xf[t];
-  }
-  gs = k::warp_sum(gs), us = k::warp_sum(us);
-  if (lane == 0) h[p * I + i] = gs / (1.0f + expf(-gs)) * us;
 }
 
 // tern's moe_down_kernel for one token (out[n] = sum_j weights[j] down_e[n] . h[j], a block an output, a
@@ -283,7 +262,7 @@ int main() {
     };
   };
   auto evict_first_up = [&](int l) {
-    launch(gate_up_evict_first, dim3(I / 8, TOPK), 256, s, static_cast<const __nv_bfloat16*>(x + l * H),
+    launch(gate_up_lab<1, true, 4, true>, dim3(I / 8, TOPK), 256, s, static_cast<const __nv_bfloat16*>(x + l * H),
            static_cast<const int32_t*>(ex[l]), static_cast<const __nv_bfloat16*>(gu[l]), h);
   };
   auto out0 = [&](auto&& up, auto&& down) {  // layer 0's output
