@@ -107,7 +107,7 @@ DecodeCase decode_case(int64_t B, int64_t Lk) {
   return c;
 }
 
-// The quantized storages of the caches at head dim 128; the last is the default TurboQuant (k8v3).
+// The quantized storages of the caches at head dim 128; the fourth is the default TurboQuant (k8v3).
 struct KVScheme {
   const char* name;
   ops::KVRowCodec k, v;
@@ -116,7 +116,10 @@ const KVScheme kKVSchemes[] = {
     {"affine8", {ops::KVRowCodec::affine, 8, 64, 128}, {ops::KVRowCodec::affine, 8, 64, 128}},
     {"affine4", {ops::KVRowCodec::affine, 4, 64, 128}, {ops::KVRowCodec::affine, 4, 64, 128}},
     {"turbo:k8v4", {ops::KVRowCodec::turbo_key, 8, 32, 128}, {ops::KVRowCodec::turbo_value, 4, 32, 128}},
-    {"turbo k8v3", {ops::KVRowCodec::turbo_key, 8, 32, 128}, {ops::KVRowCodec::turbo_value, 3, 32, 128}}};
+    {"turbo k8v3", {ops::KVRowCodec::turbo_key, 8, 32, 128}, {ops::KVRowCodec::turbo_value, 3, 32, 128}},
+    // Rotated keys: timed only where the fused read takes them (TERN_CUDA_KV_ROTATED_KEYS=1).
+    {"turbo:k4v4", {ops::KVRowCodec::turbo_key, 4, 32, 128}, {ops::KVRowCodec::turbo_value, 4, 32, 128}},
+    {"turbo:k3v3", {ops::KVRowCodec::turbo_key, 3, 32, 128}, {ops::KVRowCodec::turbo_value, 3, 32, 128}}};
 
 // t [B, H, L, D] as packed rows [L, B, H, row bytes] on the GPU.
 Tensor packed_rows(const Tensor& t, const ops::KVRowCodec& c) {
@@ -300,6 +303,7 @@ int main(int argc, char** argv) {
         std::snprintf(name, sizeof name, "B=%lld Lk=%lld bf16 (sdpa)", (long long)B, (long long)Lk);
         if (kept(name)) row(name, time_it([&] { ops::sdpa(c.q, c.k, c.v, 0.088f, c.m); }), c.bytes(), 0);
         for (const KVScheme& sc : kKVSchemes) {
+          if (!ops::kv_decode_attention_supported(sc.k, sc.v, kGpu)) continue;
           const Tensor kr = packed_rows(c.k, sc.k), vr = packed_rows(c.v, sc.v);
           for (int splits : {0, 8, 12, 16, 24, 32, 48, 64, 96}) {
             if (splits) setenv("TERN_CUDA_KV_SPLITS", std::to_string(splits).c_str(), 1);
@@ -485,6 +489,7 @@ int main(int argc, char** argv) {
         std::snprintf(name, sizeof name, "kv bf16 (sdpa) B=%lld Lk=%lld", (long long)B, (long long)Lk);
         row(name, time_it([&] { ops::sdpa(c.q, c.k, c.v, 0.088f, c.m); }), c.bytes(), 0);
         for (const KVScheme& sc : kKVSchemes) {
+          if (!ops::kv_decode_attention_supported(sc.k, sc.v, kGpu)) continue;
           const Tensor kr = packed_rows(c.k, sc.k), vr = packed_rows(c.v, sc.v);
           std::snprintf(name, sizeof name, "kv %s B=%lld Lk=%lld", sc.name, (long long)B, (long long)Lk);
           row(name, time_it([&] { ops::kv_decode_attention(c.q, kr, sc.k, vr, sc.v, Tensor(), Tensor(), 0.088f); }),

@@ -136,6 +136,13 @@ Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool 
   return out;
 }
 
+bool kv_decode_attention_supported(const KVRowCodec& key_codec, const KVRowCodec& value_codec, const Device& device) {
+  if (device.is_cpu()) return true;
+  const int64_t D = key_codec.dim;
+  return value_codec.dim == D && (D == 32 || D == 64 || D == 128 || D == 256 || D == 512) &&
+         (!key_codec.rotated() || cuda::kv_decode_reads_rotated_keys());
+}
+
 Tensor kv_window_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
                            const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
                            float softcap, int64_t window, bool deferred) {
@@ -201,11 +208,12 @@ Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
   Tensor out = Tensor::empty({B, Hq, 1, value_codec.dim}, q.dtype(), q.device());
   const Tensor len = lengths.defined() ? lengths.contiguous() : lengths;
   if (q.device().is_cuda()) {
-    TERN_CHECK(!key_codec.rotated(),
+    TERN_CHECK(!key_codec.rotated() || cuda::kv_decode_reads_rotated_keys(),
                "[kv-quant] expected keys of 8 bits for the fused decode attention on CUDA, got TurboQuant keys of {} "
-               "bits (kv_window_attention reads them there)",
+               "bits (kv_window_attention reads them there unless TERN_CUDA_KV_ROTATED_KEYS=1)",
                key_codec.bits);
-    cuda::kv_decode_attention(q, k_rows, key_codec, v_rows, value_codec, k_new, v_new, scale, softcap, len, out);
+    cuda::kv_decode_attention(q, k_rows, device_codec(key_codec), v_rows, value_codec, k_new, v_new, scale, softcap,
+                              len, out);
   } else {
     cpu::kv_decode_attention(q, k_rows, key_codec, v_rows, value_codec, k_new, v_new, scale, softcap, len, out);
   }

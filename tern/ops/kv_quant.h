@@ -37,8 +37,7 @@ void kv_encode_positions(const Tensor& k, const KVRowCodec& key_codec, Tensor& k
 
 // rows [S, B, H, row_bytes] u8 (contiguous) -> [B, H, S, dim] in dtype (f32/bf16/f16) on rows' device.
 // Rotated rows (codec.rotated()) decode to their own domain when unrotate, else stay rotated.
-// TurboQuant keys of 4 or 3 bits are value rows byte for byte: on CUDA the value kernels code them, and
-// only the fused kv_decode_attention refuses them there (kv_window_attention reads them).
+// TurboQuant keys of 4 or 3 bits are value rows byte for byte: on CUDA the value kernels code them.
 Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool unrotate = true);
 
 // Decode attention over packed storage: q [B, Hq, 1, D] (f32/bf16/f16) attends, with no mask, to S packed
@@ -53,6 +52,11 @@ Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool 
 Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
                            const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
                            float softcap = 0.0f, const Tensor& lengths = Tensor());
+// Whether kv_decode_attention reads this codec pair on `device`: the CPU reads every pair; CUDA reads
+// key and value rows of one head dim in {32, 64, 128, 256, 512}, and TurboQuant keys of 4 or 3 bits
+// only with TERN_CUDA_KV_ROTATED_KEYS=1 (that read's GPU tests have not run yet; without it a cache
+// reads such a decode append with kv_window_attention).
+bool kv_decode_attention_supported(const KVRowCodec& key_codec, const KVRowCodec& value_codec, const Device& device);
 
 // Window attention over packed storage (a prefill chunk after a quantized prefix): q [B, Hq, L, D]
 // holds the queries of the L positions after S packed ones (k_rows / v_rows [S, B, Hkv, row_bytes],
@@ -79,6 +83,8 @@ void kv_window_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRow
                          float softcap, int64_t window, bool deferred, Tensor& out);
 }
 namespace tern::cuda {
+// TERN_CUDA_KV_ROTATED_KEYS=1: the fused decode attention reads TurboQuant keys of 4 or 3 bits.
+bool kv_decode_reads_rotated_keys();
 void kv_encode(const Tensor& x, const ops::KVRowCodec& codec, Tensor& rows);
 void kv_encode_positions(const Tensor& k, const ops::KVRowCodec& key_codec, Tensor& keys, const Tensor& v,
                          const ops::KVRowCodec& value_codec, Tensor& values, const Tensor& positions);

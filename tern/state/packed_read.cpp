@@ -46,11 +46,6 @@ class WindowRead : public PackedRead {
 
 }  // namespace
 
-bool packed_decode_supported(const ops::KVRowCodec& kc, const ops::KVRowCodec& vc) {
-  return !kc.rotated() && kc.dim == vc.dim &&
-         (kc.dim == 32 || kc.dim == 64 || kc.dim == 128 || kc.dim == 256 || kc.dim == 512);
-}
-
 std::unique_ptr<AttentionRead> packed_decode_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& kc,
                                                   const ops::KVRowCodec& vc, Tensor k, Tensor v, Tensor lengths) {
   return std::make_unique<DecodeRead>(std::move(k_rows), std::move(v_rows), kc, vc, std::move(k), std::move(v),
@@ -60,7 +55,7 @@ std::unique_ptr<AttentionRead> packed_decode_read(Tensor k_rows, Tensor v_rows, 
 std::unique_ptr<AttentionRead> packed_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& kc,
                                            const ops::KVRowCodec& vc, Tensor k, Tensor v, AppendPhase phase,
                                            int64_t window, bool deferred) {
-  if (phase == AppendPhase::decode && (k.device().is_cpu() || packed_decode_supported(kc, vc)))
+  if (phase == AppendPhase::decode && ops::kv_decode_attention_supported(kc, vc, k.device()))
     return packed_decode_read(std::move(k_rows), std::move(v_rows), kc, vc, std::move(k), std::move(v));
   return std::make_unique<WindowRead>(std::move(k_rows), std::move(v_rows), kc, vc, std::move(k), std::move(v), window,
                                       deferred);

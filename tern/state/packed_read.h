@@ -9,12 +9,8 @@
 
 namespace tern {
 
-// Whether the fused decode attention takes these codecs on a device: head dims, and keys of 8 bits (else
-// packed_read reads a decode append as a window, and a compiled decode step is refused).
-bool packed_decode_supported(const ops::KVRowCodec& key_codec, const ops::KVRowCodec& value_codec);
-
 // Attention of one query per row over k_rows / v_rows [S, B, Hkv, row bytes] (contiguous, S >= 0) and
-// the appended k [B, Hkv, 1, D] / v unquantized; with lengths ([B] i32, a compiled step's), row b reads
+// the appended k [B, Hkv, 1, D] / v unquantized (codecs that ops::kv_decode_attention_supported takes); with lengths ([B] i32, a compiled step's), row b reads
 // its first lengths[b] stored positions only. The tensors are held, not copied: the rows must stay
 // unchanged until the read is used (an AttentionRead lives until the storage's next append).
 std::unique_ptr<AttentionRead> packed_decode_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& key_codec,
@@ -22,7 +18,7 @@ std::unique_ptr<AttentionRead> packed_decode_read(Tensor k_rows, Tensor v_rows, 
                                                   Tensor lengths = Tensor());
 
 // The read of an append of k / v [B, Hkv, L, D] (as given) after the S stored rows: a decode append by
-// the fused decode attention where the rows' device takes the head dims (the CPU takes any), otherwise
+// the fused decode attention where the rows' device takes the codecs (ops::kv_decode_attention_supported), otherwise
 // the window attention under the causal mask (and the last `window` keys per query when window > 0),
 // TurboQuant values attended rotated (deferred) or decoded. Held as packed_decode_read's are.
 std::unique_ptr<AttentionRead> packed_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& key_codec,

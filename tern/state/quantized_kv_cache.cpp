@@ -119,8 +119,7 @@ std::unique_ptr<AttentionRead> QuantizedKVCache::append(const Tensor& k, const T
 int64_t QuantizedKVCache::capacity() const { return keys_.defined() ? keys_.size(0) : 0; }
 
 bool QuantizedKVCache::supports_device_step() const {
-  return rows_ == 0 || !keys_.defined() || keys_.device().is_cpu() ||
-         packed_decode_supported(key_codec(), value_codec());
+  return rows_ == 0 || !keys_.defined() || ops::kv_decode_attention_supported(key_codec(), value_codec(), keys_.device());
 }
 
 void QuantizedKVCache::reserve(int64_t positions) {

@@ -26,9 +26,11 @@ using ops::KVRowCodec;
 class CudaKVQuantStep : public CudaTest {};
 
 TEST_F(CudaKVQuantStep, DecodeAttentionWithLengthsMatchesCpu) {
+  ScopedEnv rotated_env("TERN_CUDA_KV_ROTATED_KEYS", "1");  // the fused read of TurboQuant keys of 4 bits
   struct Scheme { KVRowCodec::Kind kk, vk; int kbits, vbits; int64_t group; };
   const Scheme schemes[] = {{KVRowCodec::affine, KVRowCodec::affine, 8, 8, 64},
-                            {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 8, 3, 32}};
+                            {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 8, 3, 32},
+                            {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 4, 4, 32}};
   uint32_t seed = 140;
   for (int64_t S : {1, 100, 700})
     for (int64_t D : {64, 128})
@@ -104,6 +106,14 @@ TEST_F(CudaKVQuantStep, CacheDecodeThroughDeviceStepMatchesOrdinaryDecode) {
                        D, 30);
     expect_step_parity(std::make_unique<TurboQuantKVCache>(8, 3, false),
                        std::make_unique<TurboQuantKVCache>(8, 3, false), D, 40);
+  }
+  // TurboQuant keys of 4 or 3 bits take compiled steps once the fused read takes them.
+  ScopedEnv rotated_env("TERN_CUDA_KV_ROTATED_KEYS", "1");
+  for (int64_t D : {64, 128}) {
+    expect_step_parity(std::make_unique<TurboQuantKVCache>(4, 4, false),
+                       std::make_unique<TurboQuantKVCache>(4, 4, false), D, 50);
+    expect_step_parity(std::make_unique<TurboQuantKVCache>(3, 3, true), std::make_unique<TurboQuantKVCache>(3, 3, true),
+                       D, 60);
   }
 }
 

@@ -226,6 +226,60 @@ TEST_F(CudaKVQuant, DecodeAttentionMatchesCpu) {
           }
 }
 
+// TurboQuant keys of 4 or 3 bits read by the fused decode attention (TERN_CUDA_KV_ROTATED_KEYS=1): the
+// block rotates its query rows and the new key once and scores in the rotated domain. bf16 queries at
+// head dims 64-256 take the tensor-core kernel (its key codebook table shared with the values' at equal
+// bits, its own otherwise); f32 queries, head dims 32 and 512 and affine values take the CUDA-core
+// kernel; forced split counts cover the merge.
+TEST_F(CudaKVQuant, DecodeAttentionOverRotatedKeysMatchesCpu) {
+  ScopedEnv rotated_env("TERN_CUDA_KV_ROTATED_KEYS", "1");
+  struct Scheme { int kbits; KVRowCodec::Kind vk; int vbits; };
+  const Scheme schemes[] = {{4, KVRowCodec::turbo_value, 4}, {3, KVRowCodec::turbo_value, 3},
+                            {4, KVRowCodec::turbo_value, 2}, {3, KVRowCodec::turbo_value, 8},
+                            {4, KVRowCodec::turbo_value, 3}, {3, KVRowCodec::affine, 8}};
+  uint32_t seed = 4000;
+  for (int64_t B : {1, 3})
+    for (int64_t S : {1, 100, 4097})
+      for (int64_t D : {32, 64, 128, 256, 512})
+        for (int64_t groups : {1, 4, 16})
+          for (const Scheme& sc : schemes) {
+            if (B > 1 && groups != 4) continue;  // batch rows need no other group sizes
+            const int64_t Hkv = 2, Hq = Hkv * groups;
+            const KVRowCodec kc{KVRowCodec::turbo_key, sc.kbits, 32, D};
+            const KVRowCodec vc{sc.vk, sc.vbits, 32, D};
+            ASSERT_TRUE(ops::kv_decode_attention_supported(kc, vc, kGpu));
+            Tensor kr = packed_rows(randn({B, Hkv, S, D}, ++seed), kc);
+            Tensor vr = packed_rows(randn({B, Hkv, S, D}, ++seed), vc);
+            Tensor q = ops::cast(randn({B, Hq, 1, D}, ++seed), Dtype::bf16);
+            Tensor kn = ops::cast(randn({B, Hkv, 1, D}, ++seed), Dtype::bf16);
+            Tensor vn = ops::cast(randn({B, Hkv, 1, D}, ++seed), Dtype::bf16);
+            const float scale = 1.0f / std::sqrt(float(D));
+            for (bool with_new : {true, false}) {
+              auto f32 = [&](const Tensor& t) { return with_new ? ops::cast(t, Dtype::f32) : Tensor(); };
+              auto gpu = [&](const Tensor& t) { return with_new ? t.to(kGpu) : Tensor(); };
+              Tensor want = ops::kv_decode_attention(ops::cast(q, Dtype::f32), kr, kc, vr, vc, f32(kn), f32(vn), scale);
+              Tensor got = ops::kv_decode_attention(q.to(kGpu), kr.to(kGpu), kc, vr.to(kGpu), vc, gpu(kn), gpu(vn), scale);
+              EXPECT_LE(nmse(want, got), 1e-4) << "B " << B << " S " << S << " D " << D << " G " << groups << " k"
+                                               << sc.kbits << " v" << sc.vbits << " new " << with_new;
+              Tensor got32 = ops::kv_decode_attention(ops::cast(q, Dtype::f32).to(kGpu), kr.to(kGpu), kc, vr.to(kGpu),
+                                                      vc, gpu(f32(kn)), gpu(f32(vn)), scale);
+              EXPECT_LE(nmse(want, got32), 1e-9) << "f32, B " << B << " S " << S << " D " << D << " G " << groups
+                                                 << " k" << sc.kbits << " v" << sc.vbits << " new " << with_new;
+            }
+          }
+  ScopedEnv splits_env("TERN_CUDA_KV_SPLITS", nullptr);
+  const int64_t B = 2, Hkv = 2, Hq = 8, S = 4097, D = 128;
+  const KVRowCodec kc{KVRowCodec::turbo_key, 4, 32, D}, vc{KVRowCodec::turbo_value, 4, 32, D};
+  Tensor kr = packed_rows(randn({B, Hkv, S, D}, ++seed), kc), vr = packed_rows(randn({B, Hkv, S, D}, ++seed), vc);
+  Tensor q = ops::cast(randn({B, Hq, 1, D}, ++seed), Dtype::bf16);
+  Tensor want = ops::kv_decode_attention(ops::cast(q, Dtype::f32), kr, kc, vr, vc, Tensor(), Tensor(), 0.088f);
+  for (const char* splits : {"1", "2", "16", "256"}) {
+    splits_env.set(splits);
+    Tensor got = ops::kv_decode_attention(q.to(kGpu), kr.to(kGpu), kc, vr.to(kGpu), vc, Tensor(), Tensor(), 0.088f);
+    EXPECT_LE(nmse(want, got), 1e-4) << "splits " << splits;
+  }
+}
+
 // The split-K decode at forced split counts (TERN_CUDA_KV_SPLITS), which the benchmarks sweep: every
 // count gives the CPU result.
 TEST_F(CudaKVQuant, DecodeAttentionAtForcedSplitCounts) {
@@ -314,26 +368,36 @@ TEST_F(CudaKVQuant, WholeCacheMatchesCpu) {
 }
 
 // TurboQuant keys of 4 or 3 bits (encoded and decoded by the value kernels; EncodeBitsIdenticalToCpu
-// and DecodeMatchesCpu cover their bits): whole caches read every append as a window on CUDA, decode
-// appends included. The fused decode attention refuses them there with one line.
+// and DecodeMatchesCpu cover their bits): whole caches on CUDA read decode appends as windows, or with
+// TERN_CUDA_KV_ROTATED_KEYS=1 by the fused decode attention. Without the switch that read refuses them
+// with one line.
 TEST_F(CudaKVQuant, RotatedKeysCachesMatchCpu) {
-  for (const char* kind : {"turbo:k4v4", "turbo:k3v3", "turbo:k4v2"})
-    for (int64_t start : {0, 200})
-      for (bool deferred : {false, true})
-        for (int64_t D : {64, 128}) {
-          KVCacheOptions o;
-          o.kind = kind;
-          o.start = start;
-          expect_cache_parity(o, deferred, D);
-        }
+  ScopedEnv rotated_env("TERN_CUDA_KV_ROTATED_KEYS", nullptr);
+  for (const char* fused : {"", "1"}) {
+    rotated_env.set(fused);
+    for (const char* kind : {"turbo:k4v4", "turbo:k3v3", "turbo:k4v2"})
+      for (int64_t start : {0, 200})
+        for (bool deferred : {false, true})
+          for (int64_t D : {64, 128}) {
+            SCOPED_TRACE(std::string("fused decode read: ") + (*fused ? "on" : "off"));
+            KVCacheOptions o;
+            o.kind = kind;
+            o.start = start;
+            expect_cache_parity(o, deferred, D);
+          }
+  }
+  rotated_env.set(nullptr);
   const KVRowCodec kc{KVRowCodec::turbo_key, 4, 32, 64}, vc{KVRowCodec::turbo_value, 4, 32, 64};
+  EXPECT_FALSE(ops::kv_decode_attention_supported(kc, vc, kGpu));
   Tensor krows = Tensor::zeros({3, 1, 2, kc.row_bytes()}, Dtype::u8, kGpu);
   Tensor vrows = Tensor::zeros({3, 1, 2, vc.row_bytes()}, Dtype::u8, kGpu);
   try {
     ops::kv_decode_attention(randn({1, 2, 1, 64}, 2).to(kGpu), krows, kc, vrows, vc, Tensor(), Tensor(), 1.0f);
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("kv_window_attention reads them there"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("kv_window_attention reads them there unless TERN_CUDA_KV_ROTATED_KEYS=1"),
+              std::string::npos)
+        << e.what();
   }
 }
 

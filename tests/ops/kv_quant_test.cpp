@@ -8,9 +8,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tern/ops/affine_codec.h"
@@ -300,6 +302,21 @@ TEST(KVQuant, WindowAttentionMatchesDecodeThenMaskedSdpa) {
                                << p[1].kind << " deferred " << deferred;
       }
   }
+}
+
+// Which pairs the fused decode read takes (a cache reads the others' decode appends as windows): every
+// pair on the CPU; on CUDA one head dim of 32-512 for keys and values, and TurboQuant keys of 4 or 3
+// bits only behind TERN_CUDA_KV_ROTATED_KEYS=1 (never in a CPU-only build).
+TEST(KVQuant, DecodeAttentionSupportedByDevice) {
+  const Device gpu = Device::cuda(0);
+  const KVRowCodec a128{KVRowCodec::affine, 8, 32, 128}, a96{KVRowCodec::affine, 8, 32, 96};
+  const KVRowCodec k4{KVRowCodec::turbo_key, 4, 32, 128}, v4{KVRowCodec::turbo_value, 4, 32, 128};
+  for (const auto& [kc, vc] : {std::pair{a128, a128}, std::pair{a96, a96}, std::pair{a128, a96}, std::pair{k4, v4}})
+    EXPECT_TRUE(ops::kv_decode_attention_supported(kc, vc, Device::cpu()));
+  EXPECT_TRUE(ops::kv_decode_attention_supported(a128, a128, gpu));
+  EXPECT_FALSE(ops::kv_decode_attention_supported(a96, a96, gpu));
+  EXPECT_FALSE(ops::kv_decode_attention_supported(a128, a96, gpu));
+  if (!std::getenv("TERN_CUDA_KV_ROTATED_KEYS")) EXPECT_FALSE(ops::kv_decode_attention_supported(k4, v4, gpu));
 }
 
 TEST(KVQuant, RejectsBadCodecsAndShapes) {

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <iterator>
+#include <string>
 
 #include "tern/backend/cuda/kv_quant_launch.h"
 #include "tern/backend/cuda/layout.h"
@@ -42,6 +44,20 @@ TurboTables turbo_tables(const ops::KVRowCodec& c) {
   return t;
 }
 
+// The fused read's constants: the value codec's tables, or (affine values) the rotation's of rotated
+// keys, plus the codebook of rotated keys (a turbo_value key codec: TurboQuant keys of 4 or 3 bits).
+TurboTables attention_tables(const ops::KVRowCodec& key_codec, const ops::KVRowCodec& value_codec) {
+  const bool rotated_keys = key_codec.kind == ops::KVRowCodec::turbo_value;
+  TurboTables t = turbo_tables(rotated_keys && value_codec.kind != ops::KVRowCodec::turbo_value ? key_codec : value_codec);
+  if (rotated_keys) {
+    const std::vector<float>& book = turboquant::codebook(key_codec.bits);
+    TERN_CHECK(book.size() <= std::size(t.key_book), "[kv_decode_attention] expected key codes of at most 4 bits, got {}",
+               key_codec.bits);
+    for (size_t i = 0; i < book.size(); ++i) t.key_book[i] = book[i];
+  }
+  return t;
+}
+
 Tensor last_dim_contiguous(const Tensor& t) { return t.stride(-1) == 1 || t.size(-1) == 1 ? t : t.contiguous(); }
 
 KVEncodeJob encode_job(const Tensor& x, const ops::KVRowCodec& codec, Tensor& rows) {
@@ -56,6 +72,11 @@ KVEncodeJob encode_job(const Tensor& x, const ops::KVRowCodec& codec, Tensor& ro
 }
 
 }  // namespace
+
+bool kv_decode_reads_rotated_keys() {
+  const char* e = std::getenv("TERN_CUDA_KV_ROTATED_KEYS");
+  return e && std::string(e) == "1";
+}
 
 void kv_encode(const Tensor& x_in, const ops::KVRowCodec& codec, Tensor& rows) {
   check_cuda(x_in, "kv_encode");
@@ -140,9 +161,11 @@ void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KV
   const int splits = static_cast<int>(std::max<int64_t>(1, (n_keys + chunk - 1) / chunk));
   Tensor workspace = Tensor::empty({splits, p.B * p.Hq, D + 2}, Dtype::f32, q.device());
   if (mma) {
-    launch_kv_mma_attention(q.dtype(), p, turbo_tables(value_codec), splits, workspace.data<float>(), stream());
+    launch_kv_mma_attention(q.dtype(), p, attention_tables(key_codec, value_codec), splits, workspace.data<float>(),
+                            stream());
   } else {
-    launch_kv_decode_attention(q.dtype(), p, turbo_tables(value_codec), splits, workspace.data<float>(), stream());
+    launch_kv_decode_attention(q.dtype(), p, attention_tables(key_codec, value_codec), splits, workspace.data<float>(),
+                               stream());
   }
 }
 

@@ -77,8 +77,9 @@ bool kv_mma_attention_supported(Dtype dt, const KVAttnLaunch& p) {
   }();
   // The codec pairs run_kv_mma instantiates.
   const bool affine = p.kc.kind == 0 && p.vc.kind == 0 && p.kc.bits == p.vc.bits && (p.kc.bits == 8 || p.kc.bits == 4);
-  const bool turbo = p.kc.kind == 1 && p.kc.bits == 8 && p.vc.kind == 2 &&
-                     (p.vc.bits == 2 || p.vc.bits == 3 || p.vc.bits == 4 || p.vc.bits == 8);
+  // TurboQuant keys: int8 (kind 1) or rotated of 4 or 3 bits (kind 2).
+  const bool turbo_keys = (p.kc.kind == 1 && p.kc.bits == 8) || (p.kc.kind == 2 && (p.kc.bits == 4 || p.kc.bits == 3));
+  const bool turbo = turbo_keys && p.vc.kind == 2 && (p.vc.bits == 2 || p.vc.bits == 3 || p.vc.bits == 4 || p.vc.bits == 8);
   return dt == Dtype::bf16 && p.S < (int64_t{1} << 30) && (D == 64 || D == 128 || D == 256) && p.vc.dim == D && (affine || turbo) && p.Hkv > 0 &&
          p.Hq % p.Hkv == 0 && p.Hq / p.Hkv <= 16 && aligned;
 }

@@ -26,7 +26,7 @@ inline int log2_of(int x) {
 
 template <int HD, typename KC, typename VC>
 size_t kv_mma_smem(const KVAttnLaunch& p) {
-  return kernels::kv_mma_smem_bytes<HD, VC>(kernels::kv_stage_stride(p.kc.row_bytes),
+  return kernels::kv_mma_smem_bytes<HD, KC, VC>(kernels::kv_stage_stride(p.kc.row_bytes),
                                             kernels::kv_stage_stride(p.vc.row_bytes));
 }
 
@@ -58,8 +58,20 @@ void run_kv_mma_codecs(const KVAttnLaunch& p, const TurboTables& t, int n_splits
                 rows, HD, p.vc.kind == 2, t, static_cast<T*>(p.out));
 }
 
+// f.template operator()<KC, VC>() for TurboQuant values of p.vc.bits (2, 3, 4 or 8).
+template <typename KC, typename F>
+void with_turbo_values(const KVAttnLaunch& p, F&& f) {
+  using namespace kernels;
+  switch (p.vc.bits) {
+    case 2: return f.template operator()<KC, TurboValueFrag<2>>();
+    case 3: return f.template operator()<KC, TurboValueFrag<3>>();
+    case 4: return f.template operator()<KC, TurboValueFrag<4>>();
+    default: return f.template operator()<KC, TurboValueFrag<8>>();
+  }
+}
+
 // Calls f.template operator()<KC, VC>() for the codec pair of p: the pairs the caches store
-// (kv_mma_attention_supported): affine8, affine4, TurboQuant k8v{2,3,4,8}.
+// (kv_mma_attention_supported): affine8, affine4, TurboQuant k{8,4,3}v{2,3,4,8}.
 template <typename F>
 void with_kv_mma_codecs(const KVAttnLaunch& p, F&& f) {
   using namespace kernels;
@@ -67,12 +79,9 @@ void with_kv_mma_codecs(const KVAttnLaunch& p, F&& f) {
     if (p.kc.bits == 8) return f.template operator()<KeyFrag<8, false>, AffineValueFrag<8>>();
     return f.template operator()<KeyFrag<4, false>, AffineValueFrag<4>>();
   }
-  switch (p.vc.bits) {
-    case 2: return f.template operator()<KeyFrag<8, true>, TurboValueFrag<2>>();
-    case 3: return f.template operator()<KeyFrag<8, true>, TurboValueFrag<3>>();
-    case 4: return f.template operator()<KeyFrag<8, true>, TurboValueFrag<4>>();
-    default: return f.template operator()<KeyFrag<8, true>, TurboValueFrag<8>>();
-  }
+  if (p.kc.kind == 1) return with_turbo_values<KeyFrag<8, true>>(p, f);
+  if (p.kc.bits == 4) return with_turbo_values<RotatedKeyFrag<4>>(p, f);
+  return with_turbo_values<RotatedKeyFrag<3>>(p, f);
 }
 
 template <int HD>

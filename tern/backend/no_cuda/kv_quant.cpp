@@ -9,6 +9,7 @@ void kv_encode_positions(const Tensor&, const ops::KVRowCodec&, Tensor&, const T
   TERN_THROW("[kv_encode] needs a CUDA build");
 }
 void kv_decode(const Tensor&, const ops::KVRowCodec&, bool, Tensor&) { TERN_THROW("[kv_decode] needs a CUDA build"); }
+bool kv_decode_reads_rotated_keys() { return false; }
 void kv_decode_attention(const Tensor&, const Tensor&, const ops::KVRowCodec&, const Tensor&, const ops::KVRowCodec&,
                          const Tensor&, const Tensor&, float, float, const Tensor&, Tensor&) {
   TERN_THROW("[kv_decode_attention] needs a CUDA build");

@@ -38,26 +38,33 @@ __device__ __forceinline__ void put_code(uint8_t* buf, int i, int bits, unsigned
   if (shift + bits > 8) buf[byte + 1] |= static_cast<uint8_t>(c >> (8 - shift));
 }
 
-// x[dim] in shared memory <- H (signs * x) (inverse: signs * (H x)), H the normalised Sylvester
-// Hadamard matrix; every thread of the block calls it.
-__device__ __forceinline__ void block_rotate(float* x, int dim, const TurboTables& t, bool inverse) {
+// Each of the `rows` rows x[r * dim .. (r + 1) * dim) in shared memory <- H (signs * x) (inverse:
+// signs * (H x)), H the normalised Sylvester Hadamard matrix; every thread of the block calls it. Each
+// element sees the same correctly rounded f32 ops in the same order whatever `rows` is.
+__device__ __forceinline__ void block_rotate(float* x, int dim, const TurboTables& t, bool inverse, int rows = 1) {
+  const int n = rows * dim;
   if (!inverse) {
-    for (int i = threadIdx.x; i < dim; i += blockDim.x)
-      if ((t.signs[i >> 5] >> (i & 31)) & 1u) x[i] = -x[i];
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      const int e = i % dim;
+      if ((t.signs[e >> 5] >> (e & 31)) & 1u) x[i] = -x[i];
+    }
     __syncthreads();
   }
+  const int half = dim / 2;
   for (int h = 1; h < dim; h *= 2) {
-    for (int p = threadIdx.x; p < dim / 2; p += blockDim.x) {
-      const int i = (p / h) * 2 * h + p % h;
+    for (int p = threadIdx.x; p < n / 2; p += blockDim.x) {
+      const int pr = p % half;
+      const int i = (p / half) * dim + (pr / h) * 2 * h + pr % h;
       const float a = x[i], b = x[i + h];
       x[i] = __fadd_rn(a, b);
       x[i + h] = __fsub_rn(a, b);
     }
     __syncthreads();
   }
-  for (int i = threadIdx.x; i < dim; i += blockDim.x) {
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const int e = i % dim;
     float v = __fmul_rn(x[i], t.norm);
-    if (inverse && ((t.signs[i >> 5] >> (i & 31)) & 1u)) v = -v;
+    if (inverse && ((t.signs[e >> 5] >> (e & 31)) & 1u)) v = -v;
     x[i] = v;
   }
   __syncthreads();

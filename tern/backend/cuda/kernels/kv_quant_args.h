@@ -7,14 +7,16 @@ namespace tern::cuda::kernels {
 
 // One packed row: [codes, codes_bytes][f16 per group][f16 per group (affine bias / turbo zero point)].
 struct KVCodecArgs {
-  int kind = 0;  // 0 affine, 1 turbo key, 2 turbo value (rotated, codebook-coded)
+  int kind = 0;  // 0 affine, 1 turbo key of 8 bits, 2 rotated and codebook-coded (turbo values; keys of 4 or 3 bits)
   int bits = 8, group = 64, dim = 0, row_bytes = 0, codes_bytes = 0;
 };
 
-// TurboQuant value constants: codebook, bucket bounds (midpoints), sign bits (bit i: element i
-// negated) and 1/sqrt(dim), as computed on the host.
+// TurboQuant constants: the value codebook, its bucket bounds (midpoints), the codebook of rotated
+// keys (TurboQuant_mse keys of 4 or 3 bits), sign bits (bit i: element i negated) and 1/sqrt(dim), as
+// computed on the host.
 struct TurboTables {
   float book[256] = {};
+  float key_book[16] = {};
   float bounds[255] = {};
   uint32_t signs[16] = {};
   float norm = 1.0f;

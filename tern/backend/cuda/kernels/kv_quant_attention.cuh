@@ -2,7 +2,8 @@
 // (up to GC of its query heads) and one batch row; each warp walks every 4th key of the split, lanes
 // dequantise EPL consecutive elements of the key and value rows in registers and keep their own online
 // softmax; the warps merge in shared memory into an (acc, max, sum) partial that the combine kernel
-// merges across splits, normalises and (turbo values) rotates back once per output row.
+// merges across splits, normalises and (turbo values) rotates back once per output row. Rotated keys
+// (TurboQuant_mse, 4 or 3 bits) are met by rotating the block's query rows and the new key once.
 #pragma once
 #include <math_constants.h>
 
@@ -21,8 +22,8 @@ __global__ void __launch_bounds__(kKVAttnWarps * 32) kv_decode_attention_kernel(
   grid_dependency_wait();
   constexpr int GC = kv_attn_heads<EPL>();
   constexpr int D = 32 * EPL;
-  __shared__ float book[256];
-  __shared__ float new_v[D];
+  __shared__ float book[256], key_book[16];
+  __shared__ float new_k[D], new_v[D];
   __shared__ float wm[kKVAttnWarps][GC], wl[kKVAttnWarps][GC];
   __shared__ float wacc[kKVAttnWarps][GC][D];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -33,26 +34,46 @@ __global__ void __launch_bounds__(kKVAttnWarps * 32) kv_decode_attention_kernel(
   const int64_t n_keys = a.S + (has_new ? 1 : 0);
   const int64_t j0 = split * a.chunk, j1 = j0 + a.chunk < n_keys ? j0 + a.chunk : n_keys;
   const int e0 = lane * EPL;
+  const bool rotated_keys = a.kc.kind == 2;  // scores in the rotated domain
 
   if (a.vc.kind == 2)
     for (int i = threadIdx.x; i < (1 << a.vc.bits); i += blockDim.x) book[i] = t.book[i];
+  if (rotated_keys)
+    for (int i = threadIdx.x; i < (1 << a.kc.bits); i += blockDim.x) key_book[i] = t.key_book[i];
   const bool owns_new = has_new && j1 == n_keys;  // uniform across the block
   if (owns_new) {
+    const T* kp = static_cast<const T*>(a.k_new) + b * a.kns[0] + hk * a.kns[1];
     const T* vp = static_cast<const T*>(a.v_new) + b * a.vns[0] + hk * a.vns[1];
-    for (int i = threadIdx.x; i < D; i += blockDim.x) new_v[i] = to_f32(vp[i]);
+    for (int i = threadIdx.x; i < D; i += blockDim.x) {
+      new_k[i] = to_f32(kp[i]);
+      new_v[i] = to_f32(vp[i]);
+    }
     __syncthreads();
+    if (rotated_keys) block_rotate(new_k, D, t, false);
     if (a.vc.kind == 2) block_rotate(new_v, D, t, false);  // the read attends in the rotated domain
   }
   __syncthreads();
 
+  // Query row gi is head g0 + gi of the group (rows past ng repeat the first). Rotated keys: the rows
+  // are rotated in wacc's space, which the warps' merge only fills after every lane has its query.
+  auto q_row = [&](int gi) {
+    const int64_t h = hk * G + g0 + (gi < ng ? gi : 0);
+    return static_cast<const T*>(a.q) + b * a.qs[0] + h * a.qs[1];
+  };
+  float* q_rot = &wacc[0][0][0];
+  if (rotated_keys) {
+    for (int i = threadIdx.x; i < GC * D; i += blockDim.x) q_rot[i] = to_f32(q_row(i / D)[i % D]);
+    __syncthreads();
+    block_rotate(q_rot, D, t, false, GC);
+  }
   float q[GC][EPL];
 #pragma unroll
   for (int gi = 0; gi < GC; ++gi) {
-    const int64_t h = hk * G + g0 + (gi < ng ? gi : 0);
-    const T* qp = static_cast<const T*>(a.q) + b * a.qs[0] + h * a.qs[1];
+    const T* qp = q_row(gi);
 #pragma unroll
-    for (int e = 0; e < EPL; ++e) q[gi][e] = to_f32(qp[e0 + e]);
+    for (int e = 0; e < EPL; ++e) q[gi][e] = rotated_keys ? q_rot[gi * D + e0 + e] : to_f32(qp[e0 + e]);
   }
+  if (rotated_keys) __syncthreads();
   float m[GC], l[GC], acc[GC][EPL];
 #pragma unroll
   for (int gi = 0; gi < GC; ++gi) {
@@ -81,14 +102,13 @@ __global__ void __launch_bounds__(kKVAttnWarps * 32) kv_decode_attention_kernel(
       const uint8_t* vr = a.v_rows + row * a.vc.row_bytes;
 #pragma unroll
       for (int e = 0; e < EPL; ++e) {
-        kx[e] = decode_element(kr, a.kc, e0 + e, book);
+        kx[e] = decode_element(kr, a.kc, e0 + e, key_book);
         vx[e] = decode_element(vr, a.vc, e0 + e, book);
       }
     } else {
-      const T* kp = static_cast<const T*>(a.k_new) + b * a.kns[0] + hk * a.kns[1];
 #pragma unroll
       for (int e = 0; e < EPL; ++e) {
-        kx[e] = to_f32(kp[e0 + e]);
+        kx[e] = new_k[e0 + e];
         vx[e] = new_v[e0 + e];
       }
     }

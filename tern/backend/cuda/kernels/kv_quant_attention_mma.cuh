@@ -37,11 +37,19 @@ __host__ __device__ constexpr int kv_mma_stage_area(int k_stage, int v_stage) {
   return staged > merge ? staged : merge;
 }
 
-// Bytes of dynamic shared memory: the query fragments, the staging area, the value codec's table
-// (VC::kTableWords) and the step's unquantized K and V (f32).
-template <int HD, typename VC>
+// Words of the key codec's own table: none when it has none or reads the value codec's (the same
+// codebook: rotated keys and values of equal bits).
+template <typename KC, typename VC>
+constexpr int kv_key_table_words() {
+  return KC::kBookBits != 0 && KC::kBookBits == VC::kBookBits ? 0 : KC::kTableWords;
+}
+
+// Bytes of dynamic shared memory: the query fragments, the staging area, the value and key codecs'
+// tables (VC::kTableWords, kv_key_table_words) and the step's unquantized K and V (f32).
+template <int HD, typename KC, typename VC>
 constexpr size_t kv_mma_smem_bytes(int k_stage, int v_stage) {
-  return HD / 16 * 32 * 16 + kv_mma_stage_area<HD>(k_stage, v_stage) + (VC::kTableWords + 2 * HD) * sizeof(float);
+  return HD / 16 * 32 * 16 + kv_mma_stage_area<HD>(k_stage, v_stage) +
+         (VC::kTableWords + kv_key_table_words<KC, VC>() + 2 * HD) * sizeof(float);
 }
 
 __device__ __forceinline__ __half f16_at(const uint8_t* p) { return *reinterpret_cast<const __half*>(p); }
@@ -128,11 +136,15 @@ __device__ __forceinline__ uint32_t field_shifted(const uint32_t (&c)[W], int po
   return x & (((1u << N) - 1u) << OUT);
 }
 
-// Keys (the B fragments of Q K^T). decode<HD>(row, t, shift, b): b[kk] = {elements kdim(t, kk, 0..1),
-// kdim(t, kk, 2..3)} of one packed key row as f16 pairs, for every k-step kk; shift is log2 of the
-// group. BITS 8 or 4; TURBO: TurboQuant's int8 keys, (code + zp) * sc, else affine code * scale + bias.
+// Keys (the B fragments of Q K^T). decode<HD>(row, t, shift, table, b): b[kk] = {elements kdim(t, kk,
+// 0..1), kdim(t, kk, 2..3)} of one packed key row as f16 pairs, for every k-step kk; shift is log2 of
+// the group; table is the codec's shared-memory table (prepare_table), if it has one. BITS 8 or 4;
+// TURBO: TurboQuant's int8 keys, (code + zp) * sc, else affine code * scale + bias.
 template <int BITS, bool TURBO>
 struct KeyFrag {
+  static constexpr bool kRotated = false;
+  static constexpr int kBookBits = 0, kTableWords = 0;
+  __device__ __forceinline__ static void prepare_table(uint32_t*, const TurboTables&) {}
   template <int HD>
   __device__ __forceinline__ static int kdim(int t, int kk, int e) {
     const int base = t * (HD / 4);
@@ -151,7 +163,8 @@ struct KeyFrag {
     }
   }
   template <int HD>
-  __device__ __forceinline__ static void decode(const uint8_t* row, int t, int shift, uint32_t (&b)[HD / 16][2]) {
+  __device__ __forceinline__ static void decode(const uint8_t* row, int t, int shift, const uint32_t*,
+                                                uint32_t (&b)[HD / 16][2]) {
     constexpr int kWords = HD / 4 * BITS / 32;  // the lane's codes
     const int base = t * (HD / 4);
     // Dims [base, base + HD/8) and [base + HD/8, base + HD/4): one group unless HD is 256 (groups >= 32).
@@ -187,7 +200,7 @@ struct KeyFrag {
 // B[g HD/8 + j]), the f16 pair of the keys of packed rows ra and rb in n-tile j.
 template <int BITS>
 struct AffineValueFrag {
-  static constexpr int kTableWords = 0;
+  static constexpr int kBookBits = 0, kTableWords = 0;
   template <int HD>
   __device__ __forceinline__ static void decode2(const uint8_t* ra, const uint8_t* rb, int g, int shift,
                                                  const uint32_t*, uint32_t (&v)[HD / 8]) {
@@ -219,15 +232,74 @@ struct AffineValueFrag {
   __device__ __forceinline__ static void prepare_table(uint32_t*, const TurboTables&) {}
 };
 
+// A codebook of 2^BITS entries (BITS <= 4) as a table of half2 pairs (book[c0], book[c1]) indexed by
+// a pair of adjacent codes, stored kCopies times side by side so that lane l reads copy l % kCopies:
+// the 32 lanes' random indices then fall in distinct banks (two lanes per bank at most for 4-bit codes).
+template <int BITS>
+struct PairTable {
+  static_assert(BITS >= 2 && BITS <= 4, "pair tables for codes of 2-4 bits");
+  static constexpr int kCopies = BITS <= 3 ? 32 : 16;
+  static constexpr int kTableWords = (1 << (2 * BITS)) * kCopies;
+  static constexpr int kEntryShift = kCopies == 32 ? 7 : 6;  // bytes from one pair's copies to the next pair's
+  // The pair of codes at bits [pos, pos + 2 BITS) of the lane's stream c, as (book[c0], book[c1]).
+  template <int W>
+  __device__ __forceinline__ static uint32_t pair(const uint32_t* table, const uint32_t (&c)[W], int pos) {
+    const uint32_t mine = (threadIdx.x & (kCopies - 1)) * 4;  // this lane's copy
+    const uint32_t offset = field_shifted<2 * BITS, kEntryShift>(c, pos);
+    return *reinterpret_cast<const uint32_t*>(reinterpret_cast<const uint8_t*>(table) + (offset | mine));
+  }
+  __device__ __forceinline__ static void prepare(uint32_t* table, const float* book) {
+    for (int i = threadIdx.x; i < kTableWords; i += blockDim.x) {
+      const int p = i / kCopies;
+      table[i] = u32(__floats2half2_rn(book[p & ((1 << BITS) - 1)], book[p >> BITS]));
+    }
+  }
+};
+
+// TurboQuant_mse keys of 4 or 3 bits: value rows (codebook indices and an f16 RMS per group of 32)
+// in the rotated domain, which the kernel meets by rotating the query rows and the new key once. Lane
+// t holds dims [t HD/4, (t + 1) HD/4) in order, as 8-bit keys do; each pair of adjacent codes is one
+// read of the key codebook's pair table.
+template <int BITS>
+struct RotatedKeyFrag {
+  static constexpr bool kRotated = true;
+  static constexpr int kBookBits = BITS, kTableWords = PairTable<BITS>::kTableWords;
+  __device__ __forceinline__ static void prepare_table(uint32_t* table, const TurboTables& t) {
+    PairTable<BITS>::prepare(table, t.key_book);
+  }
+  template <int HD>
+  __device__ __forceinline__ static int kdim(int t, int kk, int e) { return t * (HD / 4) + 4 * kk + e; }
+  template <int HD>
+  __device__ __forceinline__ static void decode(const uint8_t* row, int t, int, const uint32_t* table,
+                                                uint32_t (&b)[HD / 16][2]) {
+    constexpr int NB = HD / 4 * BITS;  // the lane's code bits
+    const int base = t * (HD / 4);
+    // The lane's dims span one group of 32, or two at head dim 256 (pairs past HD / 16 in the second).
+    const uint8_t* scales = row + HD * BITS / 8;
+    const __half2 s0 = __half2half2(f16_at(scales + 2 * (base >> 5)));
+    const __half2 s1 = HD == 256 ? __half2half2(f16_at(scales + 2 * ((base >> 5) + 1))) : s0;
+    uint32_t c[(NB + 31) / 32];
+    lane_bits<NB>(row, t * NB, c);
+#pragma unroll
+    for (int p = 0; p < HD / 8; ++p)  // dims base + 2p, base + 2p + 1: half p % 2 of k-step p / 2
+      b[p / 2][p % 2] = u32(__hmul2(h2(PairTable<BITS>::pair(table, c, 2 * BITS * p)), p < HD / 16 ? s0 : s1));
+  }
+};
+
+// Words of a TurboQuant value table: a PairTable's, or the f16 codebook's of 8-bit codes.
+template <int BITS>
+constexpr int turbo_value_table_words() {
+  if constexpr (BITS <= 4) return PairTable<BITS>::kTableWords;
+  else return 128;
+}
+
 // TurboQuant values: codebook indices with an f16 RMS scale per group, attended in the rotated domain.
-// For BITS <= 4 a pair of adjacent codes is one index into a table of half2 (book[c0], book[c1]),
-// stored kCopies times side by side so that lane l reads copy l % kCopies: the 32 lanes' random
-// indices then fall in distinct banks (two lanes per bank at most for 4-bit codes). 8-bit codes look
-// up an f16 codebook one by one.
+// For BITS <= 4 a pair of adjacent codes is one read of a PairTable; 8-bit codes look up an f16
+// codebook one by one.
 template <int BITS>
 struct TurboValueFrag {
-  static constexpr int kCopies = BITS <= 3 ? 32 : BITS == 4 ? 16 : 1;
-  static constexpr int kTableWords = BITS <= 4 ? (1 << (2 * BITS)) * kCopies : 128;
+  static constexpr int kBookBits = BITS;
+  static constexpr int kTableWords = turbo_value_table_words<BITS>();
   template <int HD>
   __device__ __forceinline__ static void decode2(const uint8_t* ra, const uint8_t* rb, int g, int shift,
                                                  const uint32_t* table, uint32_t (&v)[HD / 8]) {
@@ -245,14 +317,10 @@ struct TurboValueFrag {
         v[j] = u32(__hmul2(h2(x | (y << 16)), s));
       }
     } else {
-      constexpr int kEntryShift = kCopies == 32 ? 7 : 6;  // bytes from one pair's copies to the next pair's
-      const uint32_t mine = (threadIdx.x & (kCopies - 1)) * 4;  // this lane's copy
-      const uint8_t* base = reinterpret_cast<const uint8_t*>(table);
-      auto entry = [&](uint32_t offset) { return *reinterpret_cast<const uint32_t*>(base + (offset | mine)); };
 #pragma unroll
       for (int p = 0; p < VD / 2; ++p) {  // dims 2p, 2p + 1 of each row, paired across the rows
-        const uint32_t x = entry(field_shifted<2 * BITS, kEntryShift>(ca, 2 * BITS * p));
-        const uint32_t y = entry(field_shifted<2 * BITS, kEntryShift>(cb, 2 * BITS * p));
+        const uint32_t x = PairTable<BITS>::pair(table, ca, 2 * BITS * p);
+        const uint32_t y = PairTable<BITS>::pair(table, cb, 2 * BITS * p);
         v[2 * p] = u32(__hmul2(h2(prmt(x, y, 0x5410)), s)), v[2 * p + 1] = u32(__hmul2(h2(prmt(x, y, 0x7632)), s));
       }
     }
@@ -260,10 +328,7 @@ struct TurboValueFrag {
   // table (kTableWords of shared memory): the pair table's copies, or the f16 codebook for 8-bit codes.
   __device__ __forceinline__ static void prepare_table(uint32_t* table, const TurboTables& t) {
     if constexpr (BITS <= 4) {
-      for (int i = threadIdx.x; i < kTableWords; i += blockDim.x) {
-        const int pair = i / kCopies;
-        table[i] = u32(__floats2half2_rn(t.book[pair & ((1 << BITS) - 1)], t.book[pair >> BITS]));
-      }
+      PairTable<BITS>::prepare(table, t.book);
     } else {
       uint16_t* book = reinterpret_cast<uint16_t*>(table);
       for (int i = threadIdx.x; i < 256; i += blockDim.x) book[i] = __half_as_ushort(__float2half_rn(t.book[i]));
@@ -324,7 +389,9 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
   const int stage_bytes = BN * (k_stage + v_stage);
   uint8_t* raw = stage_all + warp * kKVStages * stage_bytes;  // this warp's staging buffers
   uint32_t* table = reinterpret_cast<uint32_t*>(stage_all + kv_mma_stage_area<HD>(k_stage, v_stage));
-  float* new_k = reinterpret_cast<float*>(table + VC::kTableWords);
+  constexpr int kKeyTableWords = kv_key_table_words<KC, VC>();
+  uint32_t* key_table = kKeyTableWords > 0 ? table + VC::kTableWords : table;  // or the value codec's
+  float* new_k = reinterpret_cast<float*>(table + VC::kTableWords + kKeyTableWords);
   float* new_v = new_k + HD;
 
   const int64_t split = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
@@ -351,28 +418,45 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
     warp_stage_any(k_gran, dst, k_base + n0 * k_step, k_step, k_stage, n, a.kc.row_bytes, lane);
     warp_stage_any(v_gran, dst + BN * k_stage, v_base + n0 * v_step, v_step, v_stage, n, a.vc.row_bytes, lane);
   };
+  // Query fragments in KC's dim order: lane l holds rows l / 4 and l / 4 + 8 (zero past G); q_at(r, d)
+  // is element d of query row r.
+  auto query_fragments = [&](auto&& q_at) {
+    for (int idx = threadIdx.x; idx < HD / 16 * 32; idx += blockDim.x) {
+      const int kk = idx >> 5, qg = (idx & 31) >> 2, qt = idx & 3;
+      float x[2][4];
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int r = qg + 8 * rr;
+#pragma unroll
+        for (int e = 0; e < 4; ++e) x[rr][e] = r < G ? q_at(r, KC::template kdim<HD>(qt, kk, e)) : 0.0f;
+      }
+      sqf[idx] = make_uint4(pack2<__half>(x[0][0], x[0][1]), pack2<__half>(x[1][0], x[1][1]),
+                            pack2<__half>(x[0][2], x[0][3]), pack2<__half>(x[1][2], x[1][3]));
+    }
+  };
+  auto q_global = [&](int r, int d) {
+    return to_f32(static_cast<const T*>(a.q)[b * a.qs[0] + (hk * G + r) * a.qs[1] + d]);
+  };
+  if constexpr (KC::kRotated) {
+    // Rotated keys: the G query rows are rotated in the staging area (16 HD floats fit in the merge's
+    // scratch) before any tile is staged there.
+    float* q_rot = reinterpret_cast<float*>(stage_all);
+    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) q_rot[i] = q_global(i / HD, i % HD);
+    __syncthreads();
+    block_rotate(q_rot, HD, t, false, static_cast<int>(G));
+    query_fragments([&](int r, int d) { return q_rot[r * HD + d]; });
+    __syncthreads();
+  }
+
   const int first = j0 + warp * BN, step = kFlashWarps * BN;
 #pragma unroll
   for (int i = 0; i < kKVStages - 1; ++i) {
     if (first + i * step < j1) stage(first + i * step, i);
     cp_async_commit();
   }
-
-  // Query fragments in KC's dim order: lane l holds rows l / 4 and l / 4 + 8 (zero past G).
-  for (int idx = threadIdx.x; idx < HD / 16 * 32; idx += blockDim.x) {
-    const int kk = idx >> 5, qg = (idx & 31) >> 2, qt = idx & 3;
-    float x[2][4];
-#pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int r = qg + 8 * rr;
-      const T* qp = static_cast<const T*>(a.q) + b * a.qs[0] + (hk * G + r) * a.qs[1];
-#pragma unroll
-      for (int e = 0; e < 4; ++e) x[rr][e] = r < G ? to_f32(qp[KC::template kdim<HD>(qt, kk, e)]) : 0.0f;
-    }
-    sqf[idx] = make_uint4(pack2<__half>(x[0][0], x[0][1]), pack2<__half>(x[1][0], x[1][1]),
-                          pack2<__half>(x[0][2], x[0][3]), pack2<__half>(x[1][2], x[1][3]));
-  }
+  if constexpr (!KC::kRotated) query_fragments(q_global);
   VC::prepare_table(table, t);
+  if constexpr (kKeyTableWords > 0) KC::prepare_table(key_table, t);
   const bool owns_new = has_new && j0 <= S && S < j1;  // uniform across the block
   if (owns_new) {
     const T* kp = static_cast<const T*>(a.k_new) + b * a.kns[0] + hk * a.kns[1];
@@ -382,6 +466,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
       new_v[i] = to_f32(vp[i]);
     }
     __syncthreads();
+    if constexpr (KC::kRotated) block_rotate(new_k, HD, t, false);
     if (a.vc.kind == 2) block_rotate(new_v, HD, t, false);  // the read attends in the rotated domain
   }
   __syncthreads();
@@ -431,7 +516,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
     for (int nn = 0; nn < BN / 8; ++nn) {
       s[nn][0] = s[nn][1] = s[nn][2] = s[nn][3] = 0.0f;
       const int r = nn * 8 + g;  // the key this lane feeds to n-tile nn
-      KC::template decode<HD>(ck + r * k_stage, tq, k_shift, kb[nn]);
+      KC::template decode<HD>(ck + r * k_stage, tq, k_shift, key_table, kb[nn]);
       if (!full && n0 + r >= hi) fix_key(kb[nn], n0 + r);
     }
 #pragma unroll
