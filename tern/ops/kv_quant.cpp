@@ -94,7 +94,7 @@ void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows) {
 }
 
 void kv_encode_positions(const Tensor& k, const KVRowCodec& key_codec, Tensor& keys, const Tensor& v,
-                         const KVRowCodec& value_codec, Tensor& values, const Tensor& positions) {
+                         const KVRowCodec& value_codec, Tensor& values, const Tensor& positions, int64_t ring) {
   for (const auto& [x, c] : {std::pair{&k, &key_codec}, std::pair{&v, &value_codec}})
     TERN_CHECK(x->defined() && is_floating(x->dtype()) && x->rank() == 4 && x->size(2) == 1 && x->size(3) == c->dim,
                "[kv-quant] expected the step's k and v as float [B, H, 1, {}], got {}", c->dim,
@@ -111,9 +111,10 @@ void kv_encode_positions(const Tensor& k, const KVRowCodec& key_codec, Tensor& k
   TERN_CHECK(positions.dtype() == Dtype::i32 && positions.numel() == k.size(0) && positions.device() == k.device(),
              "[kv-quant] expected positions [{}] i32 on {}, got {} {} on {}", k.size(0), k.device().str(),
              shape_str(positions.shape()), dtype_name(positions.dtype()), positions.device().str());
+  TERN_CHECK(ring >= 0, "[kv-quant] expected a ring of >= 0 slots, got {}", ring);
   if (!k.device().is_cpu()) {
     cuda::kv_encode_positions(k, device_codec(key_codec), keys, v, device_codec(value_codec), values,
-                              positions.contiguous());
+                              positions.contiguous(), ring);
     return;
   }
   Tensor krow = Tensor::empty({1, k.size(0), k.size(1), key_codec.row_bytes()}, Dtype::u8);
@@ -122,7 +123,7 @@ void kv_encode_positions(const Tensor& k, const KVRowCodec& key_codec, Tensor& k
   kv_encode(v, value_codec, vrow);
   // [N, B, H, row bytes] seen as [B, H, N, row bytes]: row b lands at positions[b].
   Tensor kdst = keys.permute({1, 2, 0, 3}), vdst = values.permute({1, 2, 0, 3});
-  write_positions(kdst, krow.permute({1, 2, 0, 3}), vdst, vrow.permute({1, 2, 0, 3}), positions);
+  write_positions(kdst, krow.permute({1, 2, 0, 3}), vdst, vrow.permute({1, 2, 0, 3}), positions, ring);
 }
 
 Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool unrotate) {
@@ -182,7 +183,7 @@ Tensor kv_window_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
 
 Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
                            const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
-                           float softcap, const Tensor& lengths) {
+                           float softcap, const Tensor& lengths, int64_t ring) {
   TERN_CHECK(q.defined() && is_floating(q.dtype()) && q.rank() == 4 && q.size(2) == 1,
              "[kv-quant] expected a float q [B, Hq, 1, D], got {}", q.defined() ? shape_str(q.shape()) : "none");
   check_attention_rows(q, k_rows, key_codec, v_rows, value_codec);
@@ -205,6 +206,9 @@ Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
     TERN_CHECK(lengths.dtype() == Dtype::i32 && lengths.rank() == 1 && lengths.size(0) == B,
                "[kv-quant] expected lengths [{}] i32, got {} {}", B, shape_str(lengths.shape()),
                dtype_name(lengths.dtype()));
+  TERN_CHECK(ring == 0 || (ring > 0 && lengths.defined() && S <= ring),
+             "[kv-quant] expected a ring read of lengths over at most `ring` stored slots, got ring {} over {} slots{}",
+             ring, S, lengths.defined() ? "" : " without lengths");
   Tensor out = Tensor::empty({B, Hq, 1, value_codec.dim}, q.dtype(), q.device());
   const Tensor len = lengths.defined() ? lengths.contiguous() : lengths;
   if (q.device().is_cuda()) {
@@ -213,9 +217,9 @@ Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
                "bits (kv_window_attention reads them there unless TERN_CUDA_KV_ROTATED_KEYS=1)",
                key_codec.bits);
     cuda::kv_decode_attention(q, k_rows, device_codec(key_codec), v_rows, value_codec, k_new, v_new, scale, softcap,
-                              len, out);
+                              len, ring, out);
   } else {
-    cpu::kv_decode_attention(q, k_rows, key_codec, v_rows, value_codec, k_new, v_new, scale, softcap, len, out);
+    cpu::kv_decode_attention(q, k_rows, key_codec, v_rows, value_codec, k_new, v_new, scale, softcap, len, ring, out);
   }
   return out;
 }

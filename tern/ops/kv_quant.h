@@ -32,8 +32,9 @@ void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows);
 // [N, B, H, row_bytes]); positions [B] i32 on the storage's device. The CPU encodes, then writes as
 // write_positions does (throwing for a position outside [0, N)); CUDA encodes straight into the storage
 // in one launch (two when both codecs are rotated), and a device position outside [0, N) writes nothing.
+// ring > 0: row b lands in slot positions[b] % ring instead (an affine ring's compiled step).
 void kv_encode_positions(const Tensor& k, const KVRowCodec& key_codec, Tensor& keys, const Tensor& v,
-                         const KVRowCodec& value_codec, Tensor& values, const Tensor& positions);
+                         const KVRowCodec& value_codec, Tensor& values, const Tensor& positions, int64_t ring = 0);
 
 // rows [S, B, H, row_bytes] u8 (contiguous) -> [B, H, S, dim] in dtype (f32/bf16/f16) on rows' device.
 // Rotated rows (codec.rotated()) decode to their own domain when unrotate, else stay rotated.
@@ -49,9 +50,13 @@ Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool 
 // lengths (optional, [B] i32 on q's device; a compiled decode step's): batch row b attends to its
 // first lengths[b] stored positions only (clamped to [0, S]), then the T new ones; the device reads
 // them without a host sync. Undefined: every row attends to all S.
+// ring (> 0, with lengths; S <= ring): the stored rows are the slots of a ring of `ring` positions
+// (position p in slot p % ring, an affine ring's compiled step) and lengths[b] is row b's new position:
+// the row also skips slot lengths[b] % ring, which holds position lengths[b] - ring (outside the window
+// of `ring` positions that ends at the new one) or, once the step has stored it, the new position.
 Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
                            const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
-                           float softcap = 0.0f, const Tensor& lengths = Tensor());
+                           float softcap = 0.0f, const Tensor& lengths = Tensor(), int64_t ring = 0);
 // Whether kv_decode_attention reads this codec pair on `device`: the CPU reads every pair; CUDA reads
 // key and value rows of one head dim in {32, 64, 128, 256, 512}, and TurboQuant keys of 4 or 3 bits
 // only with TERN_CUDA_KV_ROTATED_KEYS=1 (that read's GPU tests have not run yet; without it a cache
@@ -77,7 +82,8 @@ void kv_encode(const Tensor& x, const ops::KVRowCodec& codec, Tensor& rows);
 void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, Tensor& out);
 void kv_decode_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec,
                          const Tensor& v_rows, const ops::KVRowCodec& value_codec, const Tensor& k_new,
-                         const Tensor& v_new, float scale, float softcap, const Tensor& lengths, Tensor& out);
+                         const Tensor& v_new, float scale, float softcap, const Tensor& lengths, int64_t ring,
+                         Tensor& out);
 void kv_window_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec, const Tensor& v_rows,
                          const ops::KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
                          float softcap, int64_t window, bool deferred, Tensor& out);
@@ -87,9 +93,10 @@ namespace tern::cuda {
 bool kv_decode_reads_rotated_keys();
 void kv_encode(const Tensor& x, const ops::KVRowCodec& codec, Tensor& rows);
 void kv_encode_positions(const Tensor& k, const ops::KVRowCodec& key_codec, Tensor& keys, const Tensor& v,
-                         const ops::KVRowCodec& value_codec, Tensor& values, const Tensor& positions);
+                         const ops::KVRowCodec& value_codec, Tensor& values, const Tensor& positions, int64_t ring);
 void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, Tensor& out);
 void kv_decode_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec,
                          const Tensor& v_rows, const ops::KVRowCodec& value_codec, const Tensor& k_new,
-                         const Tensor& v_new, float scale, float softcap, const Tensor& lengths, Tensor& out);
+                         const Tensor& v_new, float scale, float softcap, const Tensor& lengths, int64_t ring,
+                         Tensor& out);
 }

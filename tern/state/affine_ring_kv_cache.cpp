@@ -23,9 +23,13 @@ std::string AffineRingKVCache::signature() const {
          std::to_string(key_.group);
 }
 
-Tensor AffineRingKVCache::next_positions(int64_t n) const { return uniform_positions(offset_, n); }
+Tensor AffineRingKVCache::next_positions(int64_t n) const {
+  if (step_) return step_->positions.view({step_->positions.size(0), 1});
+  return uniform_positions(offset_, n);
+}
 
 int64_t AffineRingKVCache::trim(int64_t n) {
+  TERN_CHECK(!step_, "[kv-cache] expected no trim while a compiled decode step is attached");
   TERN_CHECK(n >= 0, "[kv-cache] expected a non-negative trim count, got {}", n);
   TERN_CHECK(is_trimmable(),
              "[kv-cache] expected a trim before the ring wraps, got a ring of window {} that has wrapped (offset {}): "
@@ -145,10 +149,44 @@ void AffineRingKVCache::adopt(const Tensor& k, const Tensor& v, int64_t offset) 
   if (n > 0) encode_at(k, v, offset - n);
 }
 
+bool AffineRingKVCache::supports_device_step() const {
+  return !keys_.defined() || ops::kv_decode_attention_supported(key_, value_, keys_.device());
+}
+
+void AffineRingKVCache::reserve(int64_t positions) {
+  TERN_CHECK(batch_ > 0 && keys_.defined(), "[kv-cache] expected an append before reserve() (it fixes the shapes)");
+  TERN_CHECK(!step_, "[kv-cache] expected reserve() before a compiled decode step is attached");
+  grow(std::min(positions, window_), keys_.device());
+}
+
+void AffineRingKVCache::attach_step(const DeviceStep* step) {
+  TERN_CHECK(!step || supports_device_step(), "[kv-cache] storage {} does not support compiled decode (head dims {} / {})",
+             signature(), key_.dim, value_.dim);
+  TERN_CHECK(!step || (keys_.defined() && step->positions.device() == keys_.device() &&
+                       step->positions.dtype() == Dtype::i32 && step->positions.numel() == batch_),
+             "[kv-cache] expected a compiled step with positions [{}] i32 on the affine ring's device ({})", batch_,
+             keys_.defined() ? keys_.device().str() : "no storage");
+  TERN_CHECK(!step || !in_spec_round(), "[kv-cache] expected no speculative round when a compiled step is attached");
+  step_ = step;
+}
+
+void AffineRingKVCache::advance(int64_t n) {
+  TERN_CHECK(n >= 0, "[kv-cache] expected to advance by n >= 0 positions, got {}", n);
+  offset_ += n;
+}
+
 std::unique_ptr<AttentionRead> AffineRingKVCache::append(const Tensor& k, const Tensor& v, AppendPhase phase) {
   check_append(k, v);
   TERN_CHECK(phase == AppendPhase::window || k.size(2) == 1,
              "[kv-cache] expected one position for a decode append, got {}", k.size(2));
+  if (step_) {
+    TERN_CHECK(phase == AppendPhase::decode && !in_spec_round(),
+               "[kv-cache] expected decode appends outside speculative rounds while a compiled step is attached");
+    // Row b goes to slot positions[b] % window; the read skips that slot (ops::kv_decode_attention's ring),
+    // so whether it already holds the new row or still the oldest one does not matter.
+    ops::kv_encode_positions(k, key_, keys_, v, value_, values_, step_->positions, window_);
+    return packed_decode_read(keys_, values_, key_, value_, k, v, step_->positions, window_);
+  }
   ensure_configured(k, v);
   const int64_t n = k.size(2);
   grow(std::min(offset_ + n, window_), k.device());
@@ -169,6 +207,7 @@ std::unique_ptr<AttentionRead> AffineRingKVCache::append(const Tensor& k, const 
 }
 
 void AffineRingKVCache::spec_round_begin() {
+  TERN_CHECK(!step_, "[kv-cache] expected no speculative round while a compiled decode step is attached");
   KVCache::spec_round_begin();
   saved_keys_ = saved_values_ = Tensor();
   saved_from_ = saved_to_ = std::max<int64_t>(0, offset_ - window_);

@@ -20,7 +20,8 @@ class AffineRingKVCache : public KVCache {
 
   std::string signature() const override;
   int64_t offset() const override { return offset_; }
-  // x [B, H, L, D] rotated at the absolute positions [offset, offset + L).
+  // x [B, H, L, D] rotated at the absolute positions [offset, offset + L) ([B, 1] of the step while one
+  // is attached).
   Tensor next_positions(int64_t n) const override;
   // True while no stored position has been overwritten (offset <= window).
   bool is_trimmable() const override { return offset_ <= window_; }
@@ -34,6 +35,17 @@ class AffineRingKVCache : public KVCache {
   // signature and the row layout.
   void save(CacheWriter& out) const override;
   void load(CacheReader& in) override;
+
+  // Compiled decode where the fused decode attention takes the codecs on the storage's device
+  // (ops::kv_decode_attention_supported): under a DeviceStep a decode append encodes row b into slot
+  // positions[b] % window, and its read takes every slot held but that one (the oldest position, which
+  // the window of the new one no longer holds) plus the new position as given, the first positions[b]
+  // slots before the ring wraps. reserve() allocates min(positions, window) slots. No speculative round
+  // and no trim while a step is attached.
+  bool supports_device_step() const override;
+  void reserve(int64_t positions) override;
+  void attach_step(const DeviceStep* step) override;
+  void advance(int64_t n) override;
 
   // Speculative rounds, as RingKVCache: the packed rows of positions from before the round that its
   // appends overwrite are copied aside and restored on rollback (so it works after the ring wrapped).
@@ -75,6 +87,7 @@ class AffineRingKVCache : public KVCache {
   // The round's copies of overwritten positions [saved_from_, saved_to_): [position, B, Hkv, row bytes].
   Tensor saved_keys_, saved_values_;
   int64_t saved_from_ = 0, saved_to_ = 0;
+  const DeviceStep* step_ = nullptr;
 };
 
 }  // namespace tern

@@ -17,15 +17,18 @@ class PackedRead : public AttentionRead {
 
 class DecodeRead : public PackedRead {
  public:
-  DecodeRead(Tensor k_rows, Tensor v_rows, ops::KVRowCodec kc, ops::KVRowCodec vc, Tensor k, Tensor v, Tensor lengths)
+  DecodeRead(Tensor k_rows, Tensor v_rows, ops::KVRowCodec kc, ops::KVRowCodec vc, Tensor k, Tensor v, Tensor lengths,
+             int64_t ring)
       : PackedRead(std::move(k_rows), std::move(v_rows), kc, vc, std::move(k), std::move(v)),
-        lengths_(std::move(lengths)) {}
+        lengths_(std::move(lengths)),
+        ring_(ring) {}
   Tensor attend(const Tensor& q, float scale, float softcap) const override {
-    return ops::kv_decode_attention(q, k_rows_, kc_, v_rows_, vc_, k_, v_, scale, softcap, lengths_);
+    return ops::kv_decode_attention(q, k_rows_, kc_, v_rows_, vc_, k_, v_, scale, softcap, lengths_, ring_);
   }
 
  private:
   Tensor lengths_;
+  int64_t ring_ = 0;
 };
 
 class WindowRead : public PackedRead {
@@ -47,9 +50,10 @@ class WindowRead : public PackedRead {
 }  // namespace
 
 std::unique_ptr<AttentionRead> packed_decode_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& kc,
-                                                  const ops::KVRowCodec& vc, Tensor k, Tensor v, Tensor lengths) {
+                                                  const ops::KVRowCodec& vc, Tensor k, Tensor v, Tensor lengths,
+                                                  int64_t ring) {
   return std::make_unique<DecodeRead>(std::move(k_rows), std::move(v_rows), kc, vc, std::move(k), std::move(v),
-                                      std::move(lengths));
+                                      std::move(lengths), ring);
 }
 
 std::unique_ptr<AttentionRead> packed_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& kc,

@@ -10,12 +10,14 @@
 namespace tern {
 
 // Attention of one query per row over k_rows / v_rows [S, B, Hkv, row bytes] (contiguous, S >= 0) and
-// the appended k [B, Hkv, 1, D] / v unquantized (codecs that ops::kv_decode_attention_supported takes); with lengths ([B] i32, a compiled step's), row b reads
-// its first lengths[b] stored positions only. The tensors are held, not copied: the rows must stay
-// unchanged until the read is used (an AttentionRead lives until the storage's next append).
+// the appended k [B, Hkv, 1, D] / v unquantized (codecs that ops::kv_decode_attention_supported takes);
+// with lengths ([B] i32, a compiled step's), row b reads its first lengths[b] stored positions only, and
+// with ring > 0 also skips slot lengths[b] % ring (ops::kv_decode_attention). The tensors are held, not
+// copied: the rows must stay unchanged until the read is used (an AttentionRead lives until the
+// storage's next append).
 std::unique_ptr<AttentionRead> packed_decode_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& key_codec,
                                                   const ops::KVRowCodec& value_codec, Tensor k, Tensor v,
-                                                  Tensor lengths = Tensor());
+                                                  Tensor lengths = Tensor(), int64_t ring = 0);
 
 // The read of an append of k / v [B, Hkv, L, D] (as given) after the S stored rows: a decode append by
 // the fused decode attention where the rows' device takes the codecs (ops::kv_decode_attention_supported), otherwise

@@ -29,6 +29,22 @@ std::unique_ptr<AttentionRead> TransitionBase::append(const Tensor& k, const Ten
   return read;
 }
 
+void TransitionBase::reserve(int64_t positions) {
+  TERN_CHECK(converted_, "[kv-cache] storage {} does not support compiled decode before its transition", signature());
+  quantized_storage().reserve(positions);
+}
+
+void TransitionBase::attach_step(const DeviceStep* step) {
+  TERN_CHECK(!step || converted_, "[kv-cache] storage {} does not support compiled decode before its transition",
+             signature());
+  if (converted_) quantized_storage().attach_step(step);
+}
+
+void TransitionBase::advance(int64_t n) {
+  TERN_CHECK(converted_, "[kv-cache] storage {} does not support compiled decode before its transition", signature());
+  quantized_storage().advance(n);
+}
+
 void TransitionBase::convert_if_due() {
   const int64_t held = plain_storage().offset();
   if (converted_ || held < start_ || held == 0) return;

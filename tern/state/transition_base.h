@@ -27,6 +27,14 @@ class TransitionBase : public KVCache {
   void save(CacheWriter& out) const override;
   void load(CacheReader& in) override;
 
+  // Compiled decode, once converted: the quantized storage follows the step (the transition itself is a
+  // host decision, so it never happens inside a captured step). Before it, reserve, attach_step and
+  // advance throw "[kv-cache] ... before its transition".
+  bool supports_device_step() const override { return converted_ && quantized_storage().supports_device_step(); }
+  void reserve(int64_t positions) override;
+  void attach_step(const DeviceStep* step) override;
+  void advance(int64_t n) override;
+
   // The held storage's round; the transition waits for the commit or rollback that ends the round (a
   // ring restores what the round overwrote). rollback returns the held storage's replay count.
   void spec_round_begin() override {

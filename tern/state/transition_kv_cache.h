@@ -16,13 +16,6 @@ class TransitionKVCache : public TransitionBase {
   // start >= 0; quantized: the (empty) storage the cache converts into.
   TransitionKVCache(int64_t start, std::unique_ptr<QuantizedKVCache> quantized);
 
-  // Compiled decode, once converted: the quantized storage follows the step (the transition itself is a
-  // host decision, so it never happens inside a captured step).
-  bool supports_device_step() const override { return converted_ && quantized_->supports_device_step(); }
-  void reserve(int64_t positions) override;
-  void attach_step(const DeviceStep* step) override;
-  void advance(int64_t n) override;
-
   const QuantizedKVCache& quantized() const { return *quantized_; }
 
  private:

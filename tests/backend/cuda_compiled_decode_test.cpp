@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 
 #include "tern/backend/cuda/runtime/allocator.h"
 #include "tern/engine/compiled_decode.h"
@@ -17,6 +18,7 @@
 #include "tern/ops/device.h"
 #include "tern/ops/reduce.h"
 #include "tern/sample/device_sampler.h"
+#include "tern/state/kv_cache_options.h"
 
 namespace tern {
 namespace {
@@ -54,15 +56,16 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
 }
 
 // Decodes `steps` greedy tokens after a 250-token prompt (crossing the first span bucket, 256) through an
-// eager and a captured CompiledDecoder and (with plain_nmse > 0) the ordinary path, for batch 1 and 3.
-void check_replay_against_eager(const Model& m, int64_t steps, double plain_nmse) {
+// eager and a captured CompiledDecoder and (with plain_nmse > 0) the ordinary path, for batch 1 and 3,
+// with the caches of `kv`.
+void check_replay_against_eager(const Model& m, int64_t steps, double plain_nmse, const KVCacheOptions& kv = {}) {
   ASSERT_TRUE(m.can_capture_decode());
   const int64_t V = m.vocab_size();
   for (int64_t B : {1, 3}) {
     // A 250-token prompt and 20 steps cross the first span bucket (256).
     Tensor prompt = random_ids(B, 250, V, 11 + static_cast<uint32_t>(B));
     const int64_t max_positions = 250 + steps + 1;
-    CacheList eager_caches = m.make_caches(), graph_caches = m.make_caches(), plain_caches = m.make_caches();
+    CacheList eager_caches = m.make_caches(kv), graph_caches = m.make_caches(kv), plain_caches = m.make_caches(kv);
     Tensor l0 = m.forward(prompt, eager_caches, false);
     m.forward(prompt, graph_caches, false);
     m.forward(prompt, plain_caches, false);
@@ -118,6 +121,28 @@ TEST_F(CompiledDecode, GemmaRingsAndSharedLayersAreCapturedToo) {
   check_replay_against_eager(*gemma, 12, 1e-4);
   std::unique_ptr<Model> moe = load_model(data_dir("gemma4_moe"), LoadOptions{Device::cuda(0), Dtype::bf16});
   check_replay_against_eager(*moe, 12, 0.0);
+}
+
+// Quantized storage: affine rings on Gemma 4's sliding layers (each step encodes its row into slot
+// p % window and reads every other slot), the quantized full layers beside them, and TurboQuant
+// keys of 4 bits with their fused read switched on; each after its bf16-first transition at the prompt.
+TEST_F(CompiledDecode, QuantizedCachesAndAffineRingsAreCapturedToo) {
+  std::unique_ptr<Model> gemma = load_model(data_dir("gemma4"), LoadOptions{Device::cuda(0), Dtype::bf16});
+  for (const char* kind : {"affine8", "affine4"}) {
+    SCOPED_TRACE(kind);
+    KVCacheOptions kv;
+    kv.kind = kind;
+    kv.group = 32;
+    check_replay_against_eager(*gemma, 24, 0.0, kv);  // 24 steps: the rings (window 16) wrap under the graph
+  }
+  const char* old = std::getenv("TERN_CUDA_KV_ROTATED_KEYS");
+  const std::string saved = old ? old : "";
+  setenv("TERN_CUDA_KV_ROTATED_KEYS", "1", 1);
+  KVCacheOptions kv;
+  kv.kind = "turbo:k4v4";
+  check_replay_against_eager(*model_, 12, 0.0, kv);
+  if (old) setenv("TERN_CUDA_KV_ROTATED_KEYS", saved.c_str(), 1);
+  else unsetenv("TERN_CUDA_KV_ROTATED_KEYS");
 }
 
 // Qwen3.5: DeltaNet layers whose conv history and state update in place, beside full layers.

@@ -1,18 +1,21 @@
 // The compiled-decode side of the quantized KV storage on the GPU: the fused decode attention with
-// per-row lengths against the CPU reference (empty, partial, full and clamped rows), and a
-// QuantizedKVCache decoding through a DeviceStep against one decoding ordinarily, on the device.
+// per-row lengths (and as a ring) against the CPU reference (empty, partial, full and clamped rows), a
+// QuantizedKVCache decoding through a DeviceStep against one decoding ordinarily, on the device, and an
+// affine ring doing the same across its wrap.
 // Skips cleanly without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "tern/ops/device.h"
 #include "tern/ops/elementwise.h"
 #include "tern/ops/kv_quant.h"
 #include "tern/state/affine_kv_cache.h"
+#include "tern/state/affine_ring_kv_cache.h"
 #include "tern/state/turboquant_kv_cache.h"
 #include "tests/backend/cuda_test_util.h"
 
@@ -52,12 +55,23 @@ TEST_F(CudaKVQuantStep, DecodeAttentionWithLengthsMatchesCpu) {
         Tensor got = ops::kv_decode_attention(q.to(kGpu), kr.to(kGpu), kc, vr.to(kGpu), vc, kn.to(kGpu), vn.to(kGpu),
                                               scale, 0.0f, lengths.to(kGpu));
         EXPECT_LE(nmse(want, got), 1e-9) << "S " << S << " D " << D << " key kind " << kc.kind;
+        // As a ring of S slots (an affine ring's step): rows 2 and 3 also skip slots 0 and 5.
+        auto bf16 = [&](const Tensor& t) { return ops::cast(t, Dtype::bf16).to(kGpu); };
+        auto widened = [&](const Tensor& t) { return ops::cast(ops::cast(t, Dtype::bf16), Dtype::f32); };
+        Tensor ring_want = ops::kv_decode_attention(q, kr, kc, vr, vc, kn, vn, scale, 0.0f, lengths, S);
+        Tensor ring_got = ops::kv_decode_attention(q.to(kGpu), kr.to(kGpu), kc, vr.to(kGpu), vc, kn.to(kGpu),
+                                                   vn.to(kGpu), scale, 0.0f, lengths.to(kGpu), S);
+        EXPECT_LE(nmse(ring_want, ring_got), 1e-9) << "ring, S " << S << " D " << D << " key kind " << kc.kind;
+        Tensor ring_want16 = ops::kv_decode_attention(widened(q), kr, kc, vr, vc, widened(kn), widened(vn), scale, 0.0f,
+                                                      lengths, S);
+        Tensor ring_got16 = ops::kv_decode_attention(bf16(q), kr.to(kGpu), kc, vr.to(kGpu), vc, bf16(kn), bf16(vn),
+                                                     scale, 0.0f, lengths.to(kGpu), S);
+        EXPECT_LE(nmse(ring_want16, ring_got16), 1e-4) << "ring bf16, S " << S << " D " << D << " key kind " << kc.kind;
         // Row 2 reads everything: the same as no lengths at all.
         Tensor all = ops::kv_decode_attention(q.to(kGpu), kr.to(kGpu), kc, vr.to(kGpu), vc, kn.to(kGpu), vn.to(kGpu),
                                               scale);
         EXPECT_LE(nmse(all.narrow(0, 2, 1), got.narrow(0, 2, 1)), 1e-9) << "S " << S << " D " << D;
         // bf16 queries take the tensor-core kernel (f16 tiles in shared memory): the same rows, masked alike.
-        auto bf16 = [&](const Tensor& t) { return ops::cast(t, Dtype::bf16).to(kGpu); };
         Tensor want16 = ops::kv_decode_attention(ops::cast(ops::cast(q, Dtype::bf16), Dtype::f32), kr, kc, vr, vc,
                                                  ops::cast(ops::cast(kn, Dtype::bf16), Dtype::f32),
                                                  ops::cast(ops::cast(vn, Dtype::bf16), Dtype::f32), scale, 0.0f, lengths);
@@ -115,6 +129,47 @@ TEST_F(CudaKVQuantStep, CacheDecodeThroughDeviceStepMatchesOrdinaryDecode) {
     expect_step_parity(std::make_unique<TurboQuantKVCache>(3, 3, true), std::make_unique<TurboQuantKVCache>(3, 3, true),
                        D, 60);
   }
+}
+
+// An affine ring (a sliding layer's storage) decoding through a DeviceStep on the GPU against the same
+// ring decoding ordinarily on the CPU, from one prefill, through the wrap: f32 activations (the CUDA-core
+// read) and bf16 ones (the tensor-core read, against the GPU's ordinary decode).
+TEST_F(CudaKVQuantStep, AffineRingDecodeThroughDeviceStepMatchesOrdinaryDecode) {
+  const int64_t B = 2, Hkv = 2, Hq = 8, W = 48, steps = 2 * W;
+  uint32_t seed = 700;
+  for (int64_t D : {64, 128})
+    for (int bits : {8, 4})
+      for (int64_t prefill : {int64_t(5), W + 3})
+        for (bool half : {false, true}) {
+          SCOPED_TRACE("D " + std::to_string(D) + " bits " + std::to_string(bits) + " prefill " +
+                       std::to_string(prefill) + (half ? " bf16" : " f32"));
+          const Dtype dt = half ? Dtype::bf16 : Dtype::f32;
+          AffineRingKVCache ref(W, bits, 32), stepped(W, bits, 32);
+          const Device ref_device = half ? kGpu : Device::cpu();
+          Tensor k0 = ops::cast(randn({B, Hkv, prefill, D}, ++seed), dt), v0 = ops::cast(randn({B, Hkv, prefill, D}, ++seed), dt);
+          ref.append(k0.to(ref_device), v0.to(ref_device), AppendPhase::window);
+          stepped.append(k0.to(kGpu), v0.to(kGpu), AppendPhase::window);
+          ASSERT_TRUE(stepped.supports_device_step());
+          stepped.reserve(prefill + steps);
+          DeviceStep step;
+          step.span = prefill + steps;
+          for (int64_t s = 0; s < steps; ++s) {
+            const int32_t p = static_cast<int32_t>(prefill + s);
+            step.positions = Tensor::from_vector(std::vector<int32_t>(B, p), {B}).to(kGpu);
+            step.lengths = Tensor::from_vector(std::vector<int32_t>(B, p + 1), {B}).to(kGpu);
+            stepped.attach_step(&step);
+            Tensor q = ops::cast(randn({B, Hq, 1, D}, ++seed), dt), k = ops::cast(randn({B, Hkv, 1, D}, ++seed), dt),
+                   v = ops::cast(randn({B, Hkv, 1, D}, ++seed), dt);
+            Tensor want = ref.append(k.to(ref_device), v.to(ref_device), AppendPhase::decode)->attend(q.to(ref_device), 0.125f);
+            Tensor got = stepped.append(k.to(kGpu), v.to(kGpu), AppendPhase::decode)->attend(q.to(kGpu), 0.125f);
+            EXPECT_LE(nmse(want, got), half ? 1e-5 : 1e-9) << "step " << s;
+            stepped.advance(1);
+            stepped.attach_step(nullptr);
+          }
+          ASSERT_EQ(stepped.offset(), ref.offset());
+          EXPECT_LE(nmse(ref.temporal_keys(), stepped.temporal_keys()), 1e-12);
+          EXPECT_LE(nmse(ref.temporal_values(), stepped.temporal_values()), 1e-12);
+        }
 }
 
 }  // namespace

@@ -78,6 +78,11 @@ TEST(KVQuant, EncodeLaysOutCodecRowsPositionMajor) {
   }
 }
 
+std::vector<uint8_t> bytes(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  return std::vector<uint8_t>(c.data<uint8_t>(), c.data<uint8_t>() + c.numel());
+}
+
 TEST(KVQuant, EncodedAtPositionsLandWhereTheRowsBelong) {
   const int64_t B = 3, H = 2, N = 6, D = 64;
   const Tensor k = randn({B, H, 1, D}, 13), v = randn({B, H, 1, D}, 14);
@@ -105,6 +110,13 @@ TEST(KVQuant, EncodedAtPositionsLandWhereTheRowsBelong) {
           EXPECT_EQ(std::count(vs, vs + vb, 0), vb) << "value slot " << n << " of row " << b << " was written";
         }
       }
+  // A ring of N slots: row b lands in slot positions[b] % N.
+  Tensor ring_keys = Tensor::zeros({N, B, H, kb}, Dtype::u8), ring_values = Tensor::zeros({N, B, H, vb}, Dtype::u8);
+  Tensor far = Tensor::empty({B}, Dtype::i32);
+  for (int64_t b = 0; b < B; ++b) far.data<int32_t>()[b] = static_cast<int32_t>(at[b] + (b + 1) * 7 * N);
+  ops::kv_encode_positions(k, kc, ring_keys, v, vc, ring_values, far, N);
+  EXPECT_EQ(bytes(ring_keys), bytes(keys));
+  EXPECT_EQ(bytes(ring_values), bytes(values));
   // A position past the storage is refused with the write's message; storage of the wrong row size by name.
   pos.data<int32_t>()[1] = static_cast<int32_t>(N);
   try {
@@ -254,6 +266,59 @@ TEST(KVQuant, DecodeAttentionWithLengthsAndSoftcapMatchesDecodeThenSdpa) {
                                                                         << " at " << i;
     }
   }
+}
+
+// A ring's compiled step: the S stored rows are slots of a ring of W (position p in slot p % W), and
+// lengths[b] is row b's new position. Each row reads the slots [0, min(lengths[b], S)) but slot
+// lengths[b] % W, plus the new position: the decode-then-sdpa composition over exactly those slots.
+TEST(KVQuant, RingDecodeAttentionSkipsTheSlotOfTheNewPosition) {
+  const int64_t B = 5, Hq = 4, Hkv = 2, W = 40, D = 64;
+  // Before the wrap (3, 39: the skipped slot is past the held ones), at it (40: slot 0), after it
+  // (57: slot 17; 1,000,003: slot 3); W slots are allocated.
+  const std::vector<int32_t> pos = {3, 39, 40, 57, 1000003};
+  const KVRowCodec pairs[][2] = {
+      {{KVRowCodec::affine, 8, 64, D}, {KVRowCodec::affine, 8, 64, D}},
+      {{KVRowCodec::affine, 4, 32, D}, {KVRowCodec::affine, 4, 32, D}},
+      {{KVRowCodec::turbo_key, 8, 32, D}, {KVRowCodec::turbo_value, 3, 32, D}},
+  };
+  for (const auto& p : pairs) {
+    Tensor k = randn({B, Hkv, W, D}, 31), v = randn({B, Hkv, W, D}, 32);
+    Tensor kr = Tensor::empty({W, B, Hkv, p[0].row_bytes()}, Dtype::u8);
+    Tensor vr = Tensor::empty({W, B, Hkv, p[1].row_bytes()}, Dtype::u8);
+    ops::kv_encode(k, p[0], kr);
+    ops::kv_encode(v, p[1], vr);
+    Tensor q = randn({B, Hq, 1, D}, 33), kn = randn({B, Hkv, 1, D}, 34), vn = randn({B, Hkv, 1, D}, 35);
+    const float scale = 1.0f / std::sqrt(float(D));
+    Tensor got = ops::kv_decode_attention(q, kr, p[0], vr, p[1], kn, vn, scale, 0.0f, Tensor::from_vector(pos, {B}), W);
+    ops::AttentionMask none;
+    none.causal = false;
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<Tensor> ks, vs;
+      for (int64_t j = 0; j < std::min<int64_t>(pos[b], W); ++j) {
+        if (j == pos[b] % W) continue;
+        ks.push_back(ops::kv_decode(kr.narrow(0, j, 1).narrow(1, b, 1).contiguous(), p[0], Dtype::f32));
+        vs.push_back(ops::kv_decode(vr.narrow(0, j, 1).narrow(1, b, 1).contiguous(), p[1], Dtype::f32));
+      }
+      ASSERT_EQ(static_cast<int64_t>(ks.size()), std::min<int64_t>(pos[b], W - 1)) << "row " << b;
+      ks.push_back(kn.narrow(0, b, 1).contiguous());
+      vs.push_back(vn.narrow(0, b, 1).contiguous());
+      Tensor want = ops::sdpa(q.narrow(0, b, 1).contiguous(), ops::concat(ks, 2), ops::concat(vs, 2), scale, none)
+                        .contiguous();
+      Tensor row = got.narrow(0, b, 1).contiguous();
+      for (int64_t i = 0; i < want.numel(); ++i)
+        ASSERT_NEAR(row.data<float>()[i], want.data<float>()[i], 2e-5) << "row " << b << " value kind " << p[1].kind
+                                                                        << " at " << i;
+    }
+  }
+  // The ring needs lengths and at most W stored slots.
+  const KVRowCodec c{KVRowCodec::affine, 8, 64, D};
+  Tensor rows = Tensor::zeros({W, 1, Hkv, c.row_bytes()}, Dtype::u8);
+  EXPECT_THROW(ops::kv_decode_attention(randn({1, Hq, 1, D}, 1), rows, c, rows, c, Tensor(), Tensor(), 1.0f, 0.0f,
+                                        Tensor(), W),
+               Error);
+  EXPECT_THROW(ops::kv_decode_attention(randn({1, Hq, 1, D}, 1), rows, c, rows, c, Tensor(), Tensor(), 1.0f, 0.0f,
+                                        Tensor::from_vector(std::vector<int32_t>{5}, {1}), W - 1),
+               Error);
 }
 
 // A window of L queries over S packed positions plus the L appended ones: the decode-then-sdpa

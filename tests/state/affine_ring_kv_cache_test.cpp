@@ -7,7 +7,9 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <random>
+#include <vector>
 
 #include "tern/ops/affine_codec.h"
 #include "tern/ops/attention.h"
@@ -117,6 +119,64 @@ TEST(AffineRingKVCache, ReadsMatchTheQuantizedHistoryUnderTheWindowForSeveralChu
     }
 }
 
+// The compiled step on the CPU: one ring decodes ordinarily, the other through a DeviceStep (row b at
+// positions[b], which the host advances), both from the same prefill, past the wrap and again after the
+// step is detached. Reads agree to rounding (the same keys in another order), and the stored rows are
+// the same bytes.
+TEST(AffineRingKVCache, DecodeThroughADeviceStepMatchesOrdinaryDecode) {
+  const int64_t B = 2, Hkv = 2, Hq = 4, P = 11, steps = 3 * kWindow;
+  for (int bits : {8, 4})
+    for (int64_t prefill : {int64_t(1), P, kWindow + 5}) {
+      SCOPED_TRACE("bits " + std::to_string(bits) + " prefill " + std::to_string(prefill));
+      AffineRingKVCache plain(kWindow, bits, 32), stepped(kWindow, bits, 32);
+      Tensor k0 = randn({B, Hkv, prefill, kD}, 3), v0 = randn({B, Hkv, prefill, kD}, 4);
+      const AppendPhase ph0 = prefill == 1 ? AppendPhase::decode : AppendPhase::window;
+      plain.append(k0, v0, ph0);
+      stepped.append(k0, v0, ph0);
+      ASSERT_TRUE(stepped.supports_device_step());
+      stepped.reserve(prefill + steps);
+      DeviceStep step;
+      step.span = prefill + steps;
+      uint32_t seed = 100;
+      for (int64_t s = 0; s < steps; ++s) {
+        const int32_t p = static_cast<int32_t>(prefill + s);
+        step.positions = Tensor::from_vector(std::vector<int32_t>(B, p), {B});
+        step.lengths = Tensor::from_vector(std::vector<int32_t>(B, p + 1), {B});
+        const bool attached = s < steps - 2;  // the last two steps run detached again
+        if (attached) stepped.attach_step(&step);
+        Tensor q = randn({B, Hq, 1, kD}, ++seed), k = randn({B, Hkv, 1, kD}, ++seed), v = randn({B, Hkv, 1, kD}, ++seed);
+        if (attached) {
+          Tensor pos = stepped.next_positions(1);
+          ASSERT_EQ(pos.shape(), Shape({B, 1}));
+          EXPECT_EQ(pos.data<int32_t>()[B - 1], p);
+        }
+        Tensor want = plain.append(k, v, AppendPhase::decode)->attend(q, 0.125f);
+        Tensor got = stepped.append(k, v, AppendPhase::decode)->attend(q, 0.125f);
+        EXPECT_LT(max_abs_diff(want, got), 2e-6) << "step " << s;
+        if (attached) {
+          EXPECT_EQ(stepped.offset(), p);
+          EXPECT_THROW(stepped.trim(1), Error);
+          stepped.advance(1);
+          stepped.attach_step(nullptr);
+        }
+        ASSERT_EQ(stepped.offset(), plain.offset());
+      }
+      EXPECT_EQ(max_abs_diff(stepped.temporal_keys(), plain.temporal_keys()), 0.0);
+      EXPECT_EQ(max_abs_diff(stepped.temporal_values(), plain.temporal_values()), 0.0);
+    }
+  // A window append under a step, and a step before the first append, are refused.
+  AffineRingKVCache fresh(kWindow, 8, 32);
+  DeviceStep step;
+  step.positions = Tensor::from_vector(std::vector<int32_t>{0}, {1});
+  EXPECT_THROW(fresh.attach_step(&step), Error);
+  EXPECT_THROW(fresh.reserve(4), Error);
+  fresh.append(randn({1, 2, 3, kD}, 5), randn({1, 2, 3, kD}, 6), AppendPhase::window);
+  step.positions = Tensor::from_vector(std::vector<int32_t>{3}, {1});
+  fresh.attach_step(&step);
+  EXPECT_THROW(fresh.append(randn({1, 2, 2, kD}, 7), randn({1, 2, 2, kD}, 8), AppendPhase::window), Error);
+  EXPECT_THROW(fresh.spec_round_begin(), Error);
+}
+
 TEST(AffineRingKVCache, TrimsBeforeTheWrapOnly) {
   Tensor x = randn({1, 2, 40, kD}, 3);
   AffineRingKVCache cache(kWindow, 8, 64);
@@ -179,6 +239,30 @@ TEST(RingTransitionKVCache, ConvertsAtStartKeepingTheRingPhase) {
       EXPECT_EQ(cache.minimum_reusable_offset(), converted_at);
       EXPECT_EQ(cache.plain().bytes(), 0);
     }
+}
+
+// Compiled decode follows the affine ring once the transition has happened, never before it.
+TEST(RingTransitionKVCache, TakesCompiledStepsOnceConverted) {
+  RingTransitionKVCache cache(20, std::make_unique<AffineRingKVCache>(kWindow, 8, 32));
+  DeviceStep step;
+  step.positions = Tensor::from_vector(std::vector<int32_t>{12}, {1});
+  cache.append(randn({1, 2, 12, kD}, 8), randn({1, 2, 12, kD}, 9), AppendPhase::window);
+  EXPECT_FALSE(cache.converted());
+  EXPECT_FALSE(cache.supports_device_step());
+  EXPECT_THROW(cache.attach_step(&step), Error);
+  EXPECT_THROW(cache.reserve(40), Error);
+  cache.append(randn({1, 2, 10, kD}, 10), randn({1, 2, 10, kD}, 11), AppendPhase::window);
+  ASSERT_TRUE(cache.converted());
+  EXPECT_TRUE(cache.supports_device_step());
+  cache.reserve(40);
+  step.positions = Tensor::from_vector(std::vector<int32_t>{22}, {1});
+  cache.attach_step(&step);
+  Tensor k = randn({1, 2, 1, kD}, 12);
+  cache.append(k, k, AppendPhase::decode)->attend(randn({1, 4, 1, kD}, 13), 0.125f);
+  EXPECT_EQ(cache.offset(), 22);
+  cache.advance(1);
+  cache.attach_step(nullptr);
+  EXPECT_EQ(cache.offset(), 23);
 }
 
 TEST(KVCacheFactory, SlidingLayersTakeTheAffineRingButNotTurboQuant) {

@@ -83,10 +83,12 @@ namespace {
 // hi_i = len[b] + T - (L - 1 - i) and lo_i = max(0, hi_i - window) (0 without a window). Work items are
 // (batch row, kv head, query tile, key split); each decodes the key blocks its tile sees once for all
 // its G * tile query rows. TurboQuant values are attended rotated and each output row rotated back when
-// `rotated`, else decoded to their own domain.
+// `rotated`, else decoded to their own domain. skip (empty, or one per batch row): a stored position
+// that row does not see (-1: none).
 void packed_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& kc, const Tensor& v_rows,
                       const ops::KVRowCodec& vc, const Tensor& kn, const Tensor& vn, float scale, float softcap,
-                      const std::vector<int64_t>& len, int64_t window, bool rotated_read, Tensor& out) {
+                      const std::vector<int64_t>& len, int64_t window, bool rotated_read, Tensor& out,
+                      const std::vector<int64_t>& skip = {}) {
   const int64_t B = q.size(0), Hq = q.size(1), L = q.size(2), Hkv = k_rows.size(2), D = kc.dim, Dv = vc.dim;
   const int64_t G = Hq / Hkv, T = kn.defined() ? kn.size(2) : 0, krb = k_rows.size(3), vrb = v_rows.size(3);
   const bool rotated = rotated_read && vc.rotated();
@@ -152,15 +154,25 @@ void packed_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCod
             if (rotated) turboquant::rotate(vd, Dv);  // the read attends in the rotated domain
           }
         }
+        const int64_t skipped = skip.empty() ? -1 : skip[b];
         for (int64_t g = 0; g < G; ++g)
           for (int64_t i = i0; i < i1; ++i) {
-            const int64_t x0 = std::max(a, lo_of(b, i)), x1 = std::min(e, hi_of(b, i));
-            if (x0 >= x1) continue;
             const int64_t r = g * rows + i - i0;
-            detail::scores(qs.data() + r * D, kbuf.data() + (x0 - a) * D, D, x1 - x0, D, s.data());
-            if (softcap > 0.0f) detail::apply_softcap(s.data(), x1 - x0, softcap);
-            detail::online_softmax_block(s.data(), x1 - x0, vbuf.data() + (x0 - a) * Dv, Dv, Dv, m[r], l[r],
-                                         acc.data() + r * Dv);
+            // Keys [x0, x1) of the block; a skipped position splits them in two runs.
+            auto attend = [&](int64_t x0, int64_t x1) {
+              if (x0 >= x1) return;
+              detail::scores(qs.data() + r * D, kbuf.data() + (x0 - a) * D, D, x1 - x0, D, s.data());
+              if (softcap > 0.0f) detail::apply_softcap(s.data(), x1 - x0, softcap);
+              detail::online_softmax_block(s.data(), x1 - x0, vbuf.data() + (x0 - a) * Dv, Dv, Dv, m[r], l[r],
+                                           acc.data() + r * Dv);
+            };
+            const int64_t x0 = std::max(a, lo_of(b, i)), x1 = std::min(e, hi_of(b, i));
+            if (skipped >= x0 && skipped < x1) {
+              attend(x0, skipped);
+              attend(skipped + 1, x1);
+            } else {
+              attend(x0, x1);
+            }
           }
       }
       float* base = part.data() + ((b * Hkv + h) * splits + sp) * G * L * stride;
@@ -196,15 +208,21 @@ Tensor as_f32(const Tensor& t) { return (t.dtype() == Dtype::f32 ? t : ops::cast
 
 void kv_decode_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& kc, const Tensor& v_rows,
                          const ops::KVRowCodec& vc, const Tensor& k_new, const Tensor& v_new, float scale,
-                         float softcap, const Tensor& lengths, Tensor& out) {
+                         float softcap, const Tensor& lengths, int64_t ring, Tensor& out) {
   const int64_t S = k_rows.size(0);
-  std::vector<int64_t> len(q.size(0), S);
+  std::vector<int64_t> len(q.size(0), S), skip;
   if (lengths.defined()) {
     const Tensor l = lengths.contiguous();
-    for (size_t b = 0; b < len.size(); ++b) len[b] = std::clamp<int64_t>(l.data<int32_t>()[b], 0, S);
+    for (size_t b = 0; b < len.size(); ++b) {
+      const int64_t n = l.data<int32_t>()[b];
+      len[b] = std::clamp<int64_t>(n, 0, S);
+      // The stored slot of position n - ring (or of n, once stored); a slot past the stored ones is no key
+      // the row reads (and its index is the new position's in [stored ; new]).
+      if (ring > 0) skip.push_back(n >= 0 && n % ring < len[b] ? n % ring : -1);
+    }
   }
   packed_attention(as_f32(q), k_rows, kc, v_rows, vc, k_new.defined() ? as_f32(k_new) : Tensor(),
-                   v_new.defined() ? as_f32(v_new) : Tensor(), scale, softcap, len, 0, true, out);
+                   v_new.defined() ? as_f32(v_new) : Tensor(), scale, softcap, len, 0, true, out, skip);
 }
 
 void kv_window_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& kc, const Tensor& v_rows,

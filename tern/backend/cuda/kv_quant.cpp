@@ -86,13 +86,14 @@ void kv_encode(const Tensor& x_in, const ops::KVRowCodec& codec, Tensor& rows) {
 }
 
 void kv_encode_positions(const Tensor& k_in, const ops::KVRowCodec& key_codec, Tensor& keys, const Tensor& v_in,
-                         const ops::KVRowCodec& value_codec, Tensor& values, const Tensor& positions) {
+                         const ops::KVRowCodec& value_codec, Tensor& values, const Tensor& positions, int64_t ring) {
   check_cuda(k_in, "kv_encode");
   const Tensor k = last_dim_contiguous(k_in), v = last_dim_contiguous(v_in);
   KVEncodeJob jobs[2] = {encode_job(k, key_codec, keys), encode_job(v, value_codec, values)};
   for (KVEncodeJob& j : jobs) {
     j.positions = positions.data<int32_t>();
     j.capacity = keys.size(0);
+    j.ring = ring;
   }
   const bool both_rotated =
       key_codec.kind == ops::KVRowCodec::turbo_value && value_codec.kind == ops::KVRowCodec::turbo_value;
@@ -113,7 +114,8 @@ void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, 
 
 void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KVRowCodec& key_codec,
                          const Tensor& v_rows, const ops::KVRowCodec& value_codec, const Tensor& k_new_in,
-                         const Tensor& v_new_in, float scale, float softcap, const Tensor& lengths, Tensor& out) {
+                         const Tensor& v_new_in, float scale, float softcap, const Tensor& lengths, int64_t ring,
+                         Tensor& out) {
   check_cuda(q_in, "kv_decode_attention");
   const int64_t D = key_codec.dim;
   TERN_CHECK(value_codec.dim == D && (D == 32 || D == 64 || D == 128 || D == 256 || D == 512),
@@ -137,6 +139,7 @@ void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KV
     p.vns[0] = v_new.stride(0), p.vns[1] = v_new.stride(1);
   }
   if (lengths.defined()) p.lengths = lengths.data<int32_t>();
+  p.ring = ring;
   p.out = out.data_ptr();
   p.B = q.size(0), p.Hq = q.size(1), p.Hkv = k_rows.size(2), p.S = k_rows.size(0);
   p.scale = scale;

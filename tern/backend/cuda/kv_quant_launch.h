@@ -34,6 +34,7 @@ struct KVAttnLaunch {
   const void* v_new = nullptr;
   int64_t kns[2] = {}, vns[2] = {};
   const int32_t* lengths = nullptr;  // [B] stored positions row b attends to (clamped to S); nullptr: all S
+  int64_t ring = 0;                  // > 0: row b skips stored slot lengths[b] % ring (ops::kv_decode_attention)
   void* out = nullptr;  // [B, Hq, 1, D] contiguous, q's dtype
   int64_t B = 0, Hq = 0, Hkv = 0, S = 0;
   int64_t chunk = 1;  // keys per split: split i reads keys [i * chunk, (i + 1) * chunk) of S (+ 1 new)
@@ -49,6 +50,7 @@ inline KVAttnArgs kv_attn_args(const KVAttnLaunch& p, float* workspace, int n_sp
   a.k_rows = p.k_rows, a.v_rows = p.v_rows;
   a.k_new = p.k_new, a.v_new = p.v_new;
   a.lengths = p.lengths;
+  a.ring = p.ring;
   for (int i = 0; i < 2; ++i) a.kns[i] = p.kns[i], a.vns[i] = p.vns[i];
   a.partial = workspace;
   a.B = p.B, a.Hq = p.Hq, a.Hkv = p.Hkv, a.S = p.S;

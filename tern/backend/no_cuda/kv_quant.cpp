@@ -5,13 +5,13 @@ namespace tern::cuda {
 
 void kv_encode(const Tensor&, const ops::KVRowCodec&, Tensor&) { TERN_THROW("[kv_encode] needs a CUDA build"); }
 void kv_encode_positions(const Tensor&, const ops::KVRowCodec&, Tensor&, const Tensor&, const ops::KVRowCodec&, Tensor&,
-                         const Tensor&) {
+                         const Tensor&, int64_t) {
   TERN_THROW("[kv_encode] needs a CUDA build");
 }
 void kv_decode(const Tensor&, const ops::KVRowCodec&, bool, Tensor&) { TERN_THROW("[kv_decode] needs a CUDA build"); }
 bool kv_decode_reads_rotated_keys() { return false; }
 void kv_decode_attention(const Tensor&, const Tensor&, const ops::KVRowCodec&, const Tensor&, const ops::KVRowCodec&,
-                         const Tensor&, const Tensor&, float, float, const Tensor&, Tensor&) {
+                         const Tensor&, const Tensor&, float, float, const Tensor&, int64_t, Tensor&) {
   TERN_THROW("[kv_decode_attention] needs a CUDA build");
 }
 

@@ -146,7 +146,8 @@ __device__ inline void encode_turbo_value_group(const float* r, int bits, const 
 }
 
 // One block per packed row r = (l * B + b) * H + h of job blockIdx.y (0: j0, 1: j1; keys and values in
-// one launch), holding x[b, h, l, :] (with positions: stored at row (positions[b] * B + b) * H + h). t:
+// one launch), holding x[b, h, l, :] (with positions: stored at row (p * B + b) * H + h, p = positions[b],
+// or positions[b] % ring for a ring). t:
 // the tables of the job whose codec is a TurboQuant value's (at most one of the two).
 template <typename T>
 __global__ void kv_encode_kernel(KVEncodeJob j0, KVEncodeJob j1, int64_t B, int64_t H, TurboTables t) {
@@ -158,7 +159,8 @@ __global__ void kv_encode_kernel(KVEncodeJob j0, KVEncodeJob j1, int64_t B, int6
   const int64_t r = blockIdx.x, h = r % H, b = (r / H) % B, l = r / (H * B);
   int64_t dst = r;
   if (j.positions) {  // the whole block returns alike, before any barrier
-    const int32_t p = j.positions[b];
+    int64_t p = j.positions[b];
+    if (p >= 0 && j.ring > 0) p %= j.ring;
     if (p < 0 || p >= j.capacity) return;
     dst = (p * B + b) * H + h;
   }

@@ -25,13 +25,13 @@ struct TurboTables {
 
 // One encode of kv_encode_kernel: x [B, H, L, dim] (strides xs (b, h, l), last dim contiguous) into
 // rows [L, B, H, row bytes]; with positions (L == 1), row (b, h) into rows [capacity, B, H, row bytes]
-// at positions[b] (a position outside [0, capacity) writes nothing).
+// at positions[b], or positions[b] % ring when ring > 0 (a slot outside [0, capacity) writes nothing).
 struct KVEncodeJob {
   const void* x = nullptr;
   int64_t xs[3] = {};
   uint8_t* rows = nullptr;
   const int32_t* positions = nullptr;
-  int64_t capacity = 0;
+  int64_t capacity = 0, ring = 0;
   KVCodecArgs c;
 };
 
@@ -44,6 +44,7 @@ struct KVAttnArgs {
   const void* k_new;  // [B, Hkv, 1, D] or nullptr, strides (b, h)
   const void* v_new;
   const int32_t* lengths;  // [B]: row b reads its first lengths[b] (clamped to S) stored keys; nullptr: all S
+  int64_t ring;            // > 0 (with lengths): row b also skips stored slot lengths[b] % ring (a ring's step)
   int64_t kns[2], vns[2];
   float* partial;  // [n_splits, B * Hq, D + 2]
   int64_t B, Hq, Hkv, S, chunk;  // keys [split * chunk, ...) of the S (+1 with k_new) visible ones

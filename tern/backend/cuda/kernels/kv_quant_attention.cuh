@@ -85,9 +85,11 @@ __global__ void __launch_bounds__(kKVAttnWarps * 32) kv_decode_attention_kernel(
 
   const int64_t pos_stride = a.B * a.Hkv;
   int64_t len = a.S;  // stored keys this batch row reads (a compiled decode step's row length)
+  int64_t skip = -1;  // a ring's slot this row does not read
   if (a.lengths) {
     const int64_t n = a.lengths[b];
     len = n < 0 ? 0 : (n < a.S ? n : a.S);
+    if (a.ring > 0 && n >= 0 && n % a.ring < len) skip = n % a.ring;  // a stored slot only, never the new key
   }
   for (int64_t j = j0 + warp; j < j1; j += kKVAttnWarps) {
     if (j >= len && j < a.S) {
@@ -95,6 +97,7 @@ __global__ void __launch_bounds__(kKVAttnWarps * 32) kv_decode_attention_kernel(
       j += ((a.S - j + kKVAttnWarps - 1) / kKVAttnWarps - 1) * kKVAttnWarps;
       continue;
     }
+    if (j == skip) continue;
     float kx[EPL], vx[EPL];
     if (j < a.S) {
       const int64_t row = j * pos_stride + b * a.Hkv + hk;

@@ -402,9 +402,11 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
   const int n_keys = S + (has_new ? 1 : 0);
   const int j0 = static_cast<int>(split * a.chunk), j1 = j0 + a.chunk < n_keys ? static_cast<int>(j0 + a.chunk) : n_keys;
   int len = S;  // stored keys this batch row reads (a compiled decode step's row length)
+  int skip = -1;  // a ring's slot this row does not read
   if (a.lengths) {
     const int n = a.lengths[b];
     len = n < 0 ? 0 : (n < S ? n : S);
+    if (a.ring > 0 && n >= 0 && n % a.ring < len) skip = static_cast<int>(n % a.ring);  // never the new key
   }
   const int hi = len < j1 ? len : j1;  // stored rows this split reads: [j0, hi)
   const int64_t slot = b * a.Hkv + hk, pos_stride = a.B * a.Hkv;
@@ -475,7 +477,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
 #pragma unroll
   for (int i = 0; i < HD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
-  auto masked = [&](int, int j) { return j >= j1 || (j >= len && !(owns_new && j == S)); };
+  auto masked = [&](int, int j) { return j >= j1 || j == skip || (j >= len && !(owns_new && j == S)); };
   // A key past hi is the step's unquantized position (S, when this block owns it) or zeros: its staged
   // row was never written.
   auto fix_key = [&](uint32_t(&kb)[HD / 16][2], int j) {
@@ -506,7 +508,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
     __syncwarp();
     const uint8_t* ck = raw + buf * stage_bytes;
     const uint8_t* cv = ck + BN * k_stage;
-    const bool full = n0 + BN <= hi;  // uniform across the warp
+    const bool full = n0 + BN <= hi && (skip < n0 || skip >= n0 + BN);  // uniform across the warp
 
     // Both n-tiles' keys decoded first, so that their two chains of HD / 16 dependent mma interleave
     // and each query fragment is read once per tile.
