@@ -163,7 +163,13 @@ Tensor kv_window_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
     TERN_CHECK(t->device() == q.device(), "[kv-quant] expected every input on {}, got {}", q.device().str(),
                t->device().str());
   if (q.device().is_cuda()) {
-    // Not yet a tiled kernel: the prefix decoded into a temporary, then the flash sdpa.
+    if (window == 0 && S > 0 && cuda::kv_window_tiled(q, k_rows, device_codec(key_codec), v_rows, value_codec)) {
+      Tensor out = Tensor::empty({B, Hq, L, value_codec.dim}, q.dtype(), q.device());
+      cuda::kv_decode_attention(q, k_rows, device_codec(key_codec), v_rows, value_codec, k_new, v_new, scale, softcap,
+                                Tensor(), 0, out);
+      return out;
+    }
+    // Otherwise the prefix decoded into a temporary, then the flash sdpa.
     Tensor k = k_new, v = v_new;
     if (S > 0) {
       k = concat({kv_decode(k_rows, key_codec, k_new.dtype()), k_new}, 2);

@@ -70,7 +70,8 @@ bool kv_decode_attention_supported(const KVRowCodec& key_codec, const KVRowCodec
 // causal mask). f32 accumulation -> [B, Hq, L, Dv] in q's dtype. turbo_value storage is attended in the
 // rotated domain with each output row rotated back once when deferred, else decoded to its own domain.
 // The CPU reads the packed rows block by block, never decoding the prefix whole; CUDA decodes it into a
-// temporary (keys and values to their own domain) and runs the flash sdpa.
+// temporary (keys and values to their own domain) and runs the flash sdpa, or, for short windows without
+// a sliding mask where cuda::kv_window_tiled says so, reads the packed rows with the fused decode kernel.
 Tensor kv_window_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
                            const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
                            float softcap = 0.0f, int64_t window = 0, bool deferred = false);
@@ -91,6 +92,11 @@ void kv_window_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRow
 namespace tern::cuda {
 // TERN_CUDA_KV_ROTATED_KEYS=1: the fused decode attention reads TurboQuant keys of 4 or 3 bits.
 bool kv_decode_reads_rotated_keys();
+// Whether kv_window_attention reads q [B, Hq, L, D] over these rows with the tiled packed read (the
+// fused decode kernel over L query positions) rather than a decoded temporary: TERN_CUDA_KV_WINDOW_READ=1,
+// 2 <= L <= 16, head dims 64 or 128, bf16 queries and the codecs and groups the tensor-core decode read takes.
+bool kv_window_tiled(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec, const Tensor& v_rows,
+                     const ops::KVRowCodec& value_codec);
 void kv_encode(const Tensor& x, const ops::KVRowCodec& codec, Tensor& rows);
 void kv_encode_positions(const Tensor& k, const ops::KVRowCodec& key_codec, Tensor& keys, const Tensor& v,
                          const ops::KVRowCodec& value_codec, Tensor& values, const Tensor& positions, int64_t ring);

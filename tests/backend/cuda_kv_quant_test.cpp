@@ -333,6 +333,56 @@ void expect_cache_parity(const KVCacheOptions& options, bool deferred, int64_t D
   EXPECT_EQ(cpu->signature(), gpu->signature());
 }
 
+// The tiled window read (TERN_CUDA_KV_WINDOW_READ=1): L = 2-16 query positions after S packed ones read
+// by the fused decode kernel, 16 / G positions a block, their own L keys under the causal mask, against
+// the CPU's window read; G = 3 leaves a block's last mma row empty, 16 gives one position a block. Head
+// dim 256 is not tiled and checks the fallback.
+TEST_F(CudaKVQuant, TiledWindowReadMatchesCpu) {
+  ScopedEnv window_env("TERN_CUDA_KV_WINDOW_READ", "1");
+  ScopedEnv rotated_env("TERN_CUDA_KV_ROTATED_KEYS", "1");
+  struct Scheme { KVRowCodec::Kind kk, vk; int kbits, vbits; int64_t group; };
+  const Scheme schemes[] = {{KVRowCodec::affine, KVRowCodec::affine, 8, 8, 64},
+                            {KVRowCodec::affine, KVRowCodec::affine, 4, 4, 32},
+                            {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 8, 3, 32},
+                            {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 8, 4, 32},
+                            {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 4, 4, 32}};
+  uint32_t seed = 5000;
+  for (int64_t L : {2, 3, 5, 16})
+    for (int64_t S : {1, 100, 1000})
+      for (int64_t D : {64, 128, 256})
+        for (int64_t groups : {1, 3, 4, 16})
+          for (const Scheme& sc : schemes) {
+            if (D == 256 && (L != 5 || S != 100 || groups != 4)) continue;  // the fallback, once per scheme
+            const int64_t B = L == 3 ? 2 : 1, Hkv = 2, Hq = Hkv * groups;
+            const KVRowCodec kc{sc.kk, sc.kbits, sc.kk == KVRowCodec::affine ? sc.group : 32, D};
+            const KVRowCodec vc{sc.vk, sc.vbits, sc.vk == KVRowCodec::affine ? sc.group : 32, D};
+            Tensor kr = packed_rows(randn({B, Hkv, S, D}, ++seed), kc);
+            Tensor vr = packed_rows(randn({B, Hkv, S, D}, ++seed), vc);
+            Tensor q = ops::cast(randn({B, Hq, L, D}, ++seed), Dtype::bf16);
+            Tensor kn = ops::cast(randn({B, Hkv, L, D}, ++seed), Dtype::bf16);
+            Tensor vn = ops::cast(randn({B, Hkv, L, D}, ++seed), Dtype::bf16);
+            const Tensor qg = q.to(kGpu), krg = kr.to(kGpu), vrg = vr.to(kGpu);
+            // Head dim 256 keeps the decoded temporary (its decode instances use all 255 registers).
+            const KVRowCodec device_kc = kc.rotated() ? KVRowCodec{KVRowCodec::turbo_value, kc.bits, 32, D} : kc;
+            ASSERT_EQ(cuda::kv_window_tiled(qg, krg, device_kc, vrg, vc), D <= 128)
+                << "L " << L << " D " << D << " G " << groups;
+            const float scale = 1.0f / std::sqrt(float(D));
+            auto f32 = [](const Tensor& t) { return ops::cast(t, Dtype::f32); };
+            Tensor want = ops::kv_window_attention(f32(q), kr, kc, vr, vc, f32(kn), f32(vn), scale);
+            Tensor got = ops::kv_window_attention(qg, krg, kc, vrg, vc, kn.to(kGpu), vn.to(kGpu), scale);
+            EXPECT_LE(nmse(want, got), 1e-4) << "L " << L << " B " << B << " S " << S << " D " << D << " G " << groups
+                                             << " keys " << kc.kind << "/" << kc.bits << " values " << vc.kind << "/"
+                                             << vc.bits;
+          }
+  // Whole caches with the switch on: their 7-position window over the quantized prefix takes the tiled read.
+  for (const char* kind : {"affine8", "turbo", "turbo:k4v4"}) {
+    KVCacheOptions o;
+    o.kind = kind;
+    o.group = 64;
+    for (int64_t D : {64, 128}) expect_cache_parity(o, false, D);
+  }
+}
+
 // The storage alone: a strided bf16 store (a plain cache's view, as the bf16-first transition hands it
 // over) dequantizes to exactly what the CPU storage holds, which isolates the store from the reads.
 TEST_F(CudaKVQuant, StoreMatchesCpuStorage) {

@@ -78,6 +78,20 @@ bool kv_decode_reads_rotated_keys() {
   return e && std::string(e) == "1";
 }
 
+bool kv_window_tiled(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec, const Tensor& v_rows,
+                     const ops::KVRowCodec& value_codec) {
+  const char* e = std::getenv("TERN_CUDA_KV_WINDOW_READ");
+  if (!e || std::string(e) != "1" || q.size(2) < 2 || q.size(2) > kKVMmaWindowMax || key_codec.dim > 128) return false;
+  if (key_codec.kind == ops::KVRowCodec::turbo_value && !kv_decode_reads_rotated_keys()) return false;
+  KVAttnLaunch p;
+  p.k_rows = k_rows.data<uint8_t>();
+  p.v_rows = v_rows.data<uint8_t>();
+  p.Hq = q.size(1), p.Hkv = k_rows.size(2), p.S = k_rows.size(0);
+  p.kc = codec_args(key_codec);
+  p.vc = codec_args(value_codec);
+  return kv_mma_attention_supported(q.dtype(), p);
+}
+
 void kv_encode(const Tensor& x_in, const ops::KVRowCodec& codec, Tensor& rows) {
   check_cuda(x_in, "kv_encode");
   const Tensor x = last_dim_contiguous(x_in);
@@ -125,7 +139,8 @@ void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KV
   const Tensor q = last_dim_contiguous(q_in);
   KVAttnLaunch p;
   p.q = q.data_ptr();
-  p.qs[0] = q.stride(0), p.qs[1] = q.stride(1);
+  p.qs[0] = q.stride(0), p.qs[1] = q.stride(1), p.qs_l = q.stride(2);
+  p.L = q.size(2);
   p.k_rows = k_rows.data<uint8_t>();
   p.v_rows = v_rows.data<uint8_t>();
   Tensor k_new, v_new;
@@ -135,8 +150,8 @@ void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KV
     v_new = last_dim_contiguous(v_new_in.dtype() == q.dtype() ? v_new_in : ops::cast(v_new_in, q.dtype()));
     p.k_new = k_new.data_ptr();
     p.v_new = v_new.data_ptr();
-    p.kns[0] = k_new.stride(0), p.kns[1] = k_new.stride(1);
-    p.vns[0] = v_new.stride(0), p.vns[1] = v_new.stride(1);
+    p.kns[0] = k_new.stride(0), p.kns[1] = k_new.stride(1), p.kns_l = k_new.stride(2);
+    p.vns[0] = v_new.stride(0), p.vns[1] = v_new.stride(1), p.vns_l = v_new.stride(2);
   }
   if (lengths.defined()) p.lengths = lengths.data<int32_t>();
   p.ring = ring;
@@ -150,11 +165,18 @@ void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KV
   // (its occupancy decides); the CUDA-core read aims at about three blocks per SM. Every split keeps
   // >= 64 keys (16 per warp) and none is empty. TERN_CUDA_KV_SPLITS=N asks for N splits (within those
   // limits), a tuning knob for benchmarks.
-  const int64_t n_keys = p.S + (p.k_new ? 1 : 0);
+  // A window of L > 1 positions (kv_window_attention's tiled read) runs on the tensor-core kernel only,
+  // whose blocks take 16 / G positions each.
+  const int64_t n_keys = p.S + (p.k_new ? p.L : 0);
   const int64_t sms = device_props().multiProcessorCount;
   const bool mma = kv_mma_attention_supported(q.dtype(), p);
+  TERN_CHECK(p.L == 1 || (mma && p.k_new && p.L <= kKVMmaWindowMax && !p.lengths && D <= 128),
+             "[kv_window_attention] expected a window of at most {} positions with its keys, bf16 queries, head dims "
+             "of at most 128 and codecs the tensor-core read takes, got {} positions of head dim {}",
+             kKVMmaWindowMax, p.L, D);
   const int64_t heads = mma ? p.Hq / p.Hkv : kv_attention_heads_per_block(D), G = p.Hq / p.Hkv;
-  const int64_t blocks = p.B * p.Hkv * ((G + heads - 1) / heads);
+  const int64_t tiles = p.L > 1 ? (p.L + 16 / G - 1) / (16 / G) : 1;
+  const int64_t blocks = p.B * p.Hkv * ((G + heads - 1) / heads) * tiles;
   int64_t want = mma ? std::max<int64_t>(1, sms * kv_mma_blocks_per_sm(p) / blocks) : (3 * sms + blocks - 1) / blocks;
   if (const char* e = std::getenv("TERN_CUDA_KV_SPLITS")) want = std::max(1, std::atoi(e));  // for benchmarks
   const int64_t n = std::max<int64_t>(1, std::min<int64_t>({want, (n_keys + 63) / 64, 256}));
@@ -162,7 +184,7 @@ void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KV
   if (mma) chunk = (chunk + kKVMmaTileKeys - 1) / kKVMmaTileKeys * kKVMmaTileKeys;  // whole staged tiles
   p.chunk = chunk;
   const int splits = static_cast<int>(std::max<int64_t>(1, (n_keys + chunk - 1) / chunk));
-  Tensor workspace = Tensor::empty({splits, p.B * p.Hq, D + 2}, Dtype::f32, q.device());
+  Tensor workspace = Tensor::empty({splits, p.B * p.Hq * p.L, D + 2}, Dtype::f32, q.device());
   if (mma) {
     launch_kv_mma_attention(q.dtype(), p, attention_tables(key_codec, value_codec), splits, workspace.data<float>(),
                             stream());

@@ -26,13 +26,22 @@ inline int log2_of(int x) {
 
 template <int HD, typename KC, typename VC>
 size_t kv_mma_smem(const KVAttnLaunch& p) {
+  const int n_new = p.k_new ? static_cast<int>(p.L) : 0;
   return kernels::kv_mma_smem_bytes<HD, KC, VC>(kernels::kv_stage_stride(p.kc.row_bytes),
-                                            kernels::kv_stage_stride(p.vc.row_bytes));
+                                                kernels::kv_stage_stride(p.vc.row_bytes),
+                                                kernels::kv_mma_new_rows(n_new));
 }
 
-template <int HD, typename KC, typename VC>
+// Blocks along a batch row: one per tile of query positions (16 / G of them for a window read).
+inline int64_t kv_mma_position_tiles(const KVAttnLaunch& p) {
+  if (p.L <= 1) return 1;
+  const int64_t per = 16 / (p.Hq / p.Hkv);
+  return (p.L + per - 1) / per;
+}
+
+template <int HD, typename KC, typename VC, bool WINDOW = false>
 auto kv_mma_kernel() {
-  auto kernel = kernels::kv_decode_attention_mma_kernel<__nv_bfloat16, HD, KC, VC>;
+  auto kernel = kernels::kv_decode_attention_mma_kernel<__nv_bfloat16, HD, KC, VC, WINDOW>;
   static const bool configured = [&] {
     int optin = 0;
     TERN_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
@@ -43,17 +52,28 @@ auto kv_mma_kernel() {
   return kernel;
 }
 
+// The decode instance, or (p.L > 1) the window read's: head dims up to 128 only (cuda::kv_decode_attention
+// checks), whose decode instances leave registers for it.
+template <int HD, typename KC, typename VC>
+auto kv_mma_kernel_for(const KVAttnLaunch& p) {
+  if constexpr (HD <= 128) {
+    if (p.L > 1) return kv_mma_kernel<HD, KC, VC, true>();
+  }
+  return kv_mma_kernel<HD, KC, VC, false>();
+}
+
 template <int HD, typename KC, typename VC>
 void run_kv_mma_codecs(const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace, cudaStream_t s) {
   using T = __nv_bfloat16;
-  auto kernel = kv_mma_kernel<HD, KC, VC>();
+  auto kernel = kv_mma_kernel_for<HD, KC, VC>(p);
   const KVAttnArgs a = kv_attn_args(p, workspace, n_splits, 1);
   const int k_stage = kernels::kv_stage_stride(p.kc.row_bytes), v_stage = kernels::kv_stage_stride(p.vc.row_bytes);
-  const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
+  const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv),
+                  static_cast<unsigned>(p.B * kv_mma_position_tiles(p)));
   launch_kernel(kernel, grid, kernels::kFlashWarps * 32, kv_mma_smem<HD, KC, VC>(p), s, a, t, k_stage, v_stage,
                 kv_copy_width(p.k_rows, p.kc.row_bytes), kv_copy_width(p.v_rows, p.vc.row_bytes), log2_of(p.kc.group),
                 log2_of(p.vc.group));
-  const int64_t rows = p.B * p.Hq;
+  const int64_t rows = p.B * p.Hq * p.L;
   launch_kernel(kernels::kv_attention_combine_kernel<T>, static_cast<unsigned>(rows), 128, 0, s, workspace, n_splits,
                 rows, HD, p.vc.kind == 2, t, static_cast<T*>(p.out));
 }
@@ -100,7 +120,7 @@ int kv_mma_blocks_per_sm(const KVAttnLaunch& p) {
     thread_local int blocks_seen = 0;
     const size_t smem = kv_mma_smem<HD, KC, VC>(p);
     if (smem != smem_seen) {
-      TERN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_seen, kv_mma_kernel<HD, KC, VC>(),
+      TERN_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks_seen, kv_mma_kernel_for<HD, KC, VC>(p),
                                                                     kernels::kFlashWarps * 32, smem));
       smem_seen = smem;
     }

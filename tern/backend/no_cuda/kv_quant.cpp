@@ -10,6 +10,9 @@ void kv_encode_positions(const Tensor&, const ops::KVRowCodec&, Tensor&, const T
 }
 void kv_decode(const Tensor&, const ops::KVRowCodec&, bool, Tensor&) { TERN_THROW("[kv_decode] needs a CUDA build"); }
 bool kv_decode_reads_rotated_keys() { return false; }
+bool kv_window_tiled(const Tensor&, const Tensor&, const ops::KVRowCodec&, const Tensor&, const ops::KVRowCodec&) {
+  return false;
+}
 void kv_decode_attention(const Tensor&, const Tensor&, const ops::KVRowCodec&, const Tensor&, const ops::KVRowCodec&,
                          const Tensor&, const Tensor&, float, float, const Tensor&, int64_t, Tensor&) {
   TERN_THROW("[kv_decode_attention] needs a CUDA build");

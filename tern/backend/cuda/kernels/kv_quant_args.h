@@ -37,17 +37,18 @@ struct KVEncodeJob {
 
 // The fused decode attention's arguments (kv_quant_attention.cuh, kv_quant_attention_mma.cuh).
 struct KVAttnArgs {
-  const void* q;  // [B, Hq, 1, D], strides (b, h), last dim contiguous
-  int64_t qs[2];
+  const void* q;  // [B, Hq, L, D], strides (b, h) and qs_l (position), last dim contiguous
+  int64_t qs[2], qs_l;
+  int64_t L;  // query positions per row: 1 for a decode step, the window's length for a window read
   const uint8_t* k_rows;  // [S, B, Hkv, row bytes]
   const uint8_t* v_rows;
-  const void* k_new;  // [B, Hkv, 1, D] or nullptr, strides (b, h)
+  const void* k_new;  // [B, Hkv, L, D] or nullptr, strides (b, h) and kns_l / vns_l (position)
   const void* v_new;
   const int32_t* lengths;  // [B]: row b reads its first lengths[b] (clamped to S) stored keys; nullptr: all S
   int64_t ring;            // > 0 (with lengths): row b also skips stored slot lengths[b] % ring (a ring's step)
-  int64_t kns[2], vns[2];
-  float* partial;  // [n_splits, B * Hq, D + 2]
-  int64_t B, Hq, Hkv, S, chunk;  // keys [split * chunk, ...) of the S (+1 with k_new) visible ones
+  int64_t kns[2], vns[2], kns_l, vns_l;
+  float* partial;  // [n_splits, B * Hq * L, D + 2]
+  int64_t B, Hq, Hkv, S, chunk;  // keys [split * chunk, ...) of the S (+ L with k_new) visible ones
   int n_splits, n_head_chunks;
   float scale, softcap;
   KVCodecArgs kc, vc;

@@ -45,12 +45,16 @@ constexpr int kv_key_table_words() {
   return KC::kBookBits != 0 && KC::kBookBits == VC::kBookBits ? 0 : KC::kTableWords;
 }
 
+// Unquantized positions a block has room for (f32 K and V rows in shared memory): the n_new of the read
+// (1 for a decode step, the window's length, at most 16, for a window read), at least one.
+__host__ __device__ constexpr int kv_mma_new_rows(int n_new) { return n_new < 1 ? 1 : n_new; }
+
 // Bytes of dynamic shared memory: the query fragments, the staging area, the value and key codecs'
-// tables (VC::kTableWords, kv_key_table_words) and the step's unquantized K and V (f32).
+// tables (VC::kTableWords, kv_key_table_words) and `new_rows` unquantized K and V rows (f32).
 template <int HD, typename KC, typename VC>
-constexpr size_t kv_mma_smem_bytes(int k_stage, int v_stage) {
+constexpr size_t kv_mma_smem_bytes(int k_stage, int v_stage, int new_rows = 1) {
   return HD / 16 * 32 * 16 + kv_mma_stage_area<HD>(k_stage, v_stage) +
-         (VC::kTableWords + kv_key_table_words<KC, VC>() + 2 * HD) * sizeof(float);
+         (VC::kTableWords + kv_key_table_words<KC, VC>() + 2 * HD * new_rows) * sizeof(float);
 }
 
 // One warp copies the first n rows of a 16-row tile (row r at src + r * src_step bytes) into dst (rows
@@ -92,8 +96,9 @@ __device__ __forceinline__ uint32_t with_half(uint32_t x, int hi, float value) {
 // a.chunk is a multiple of kKVTileKeys; k_stage / v_stage the staged row strides (kv_stage_stride);
 // k_gran / v_gran the cp.async widths (4, 8 or 16) that divide the packed row sizes and the rows'
 // alignment; k_shift / v_shift log2 of the groups. Three blocks per SM (168 registers) below head dim
-// 256, whose accumulators alone take 128.
-template <typename T, int HD, typename KC, typename VC>
+// 256, whose accumulators alone take 128. WINDOW: a window read of a.L > 1 query positions (its own
+// instances, so that a decode step's keeps the registers of one position).
+template <typename T, int HD, typename KC, typename VC, bool WINDOW = false>
 __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
     kv_decode_attention_mma_kernel(KVAttnArgs a, TurboTables t, int k_stage, int v_stage, int k_gran, int v_gran,
                                    int k_shift, int v_shift) {
@@ -108,16 +113,24 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
   uint32_t* table = reinterpret_cast<uint32_t*>(stage_all + kv_mma_stage_area<HD>(k_stage, v_stage));
   constexpr int kKeyTableWords = kv_key_table_words<KC, VC>();
   uint32_t* key_table = kKeyTableWords > 0 ? table + VC::kTableWords : table;  // or the value codec's
-  float* new_k = reinterpret_cast<float*>(table + VC::kTableWords + kKeyTableWords);
-  float* new_v = new_k + HD;
-
-  const int64_t split = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  const int64_t split = blockIdx.x, hk = blockIdx.y;
   const int64_t G = a.Hq / a.Hkv;
+  // Query rows: r = G w + h is head h of query position pos0 + w; a window read (a.L > 1) takes the
+  // positions 16 / G at a time (blockIdx.z: batch row, then position tile), a decode step its one.
+  const int Lq = WINDOW ? static_cast<int>(a.L) : 1, P = WINDOW ? static_cast<int>(16 / G) : 1;
+  const int tiles = WINDOW ? (Lq + P - 1) / P : 1;
+  const int64_t b = WINDOW ? blockIdx.z / tiles : blockIdx.z;
+  const int pos0 = WINDOW ? static_cast<int>(blockIdx.z % tiles) * P : 0;
+  const int rows = WINDOW ? static_cast<int>(G) * (Lq - pos0 < P ? Lq - pos0 : P) : static_cast<int>(G);  // [0, rows)
   const bool has_new = a.k_new != nullptr;
-  // Key indices fit 32 bits (the caller checks S); only addresses are 64-bit.
+  // Key indices fit 32 bits (the caller checks S); only addresses are 64-bit. Keys [S, S + n_new) are
+  // the unquantized positions: position t is seen by query positions t and later.
   const int S = static_cast<int>(a.S);
-  const int n_keys = S + (has_new ? 1 : 0);
+  const int n_new = has_new ? Lq : 0;
+  const int n_keys = S + n_new;
   const int j0 = static_cast<int>(split * a.chunk), j1 = j0 + a.chunk < n_keys ? static_cast<int>(j0 + a.chunk) : n_keys;
+  float* new_k = reinterpret_cast<float*>(table + VC::kTableWords + kKeyTableWords);
+  float* new_v = new_k + kv_mma_new_rows(n_new) * HD;
   int len = S;  // stored keys this batch row reads (a compiled decode step's row length)
   int skip = -1;  // a ring's slot this row does not read
   if (a.lengths) {
@@ -137,7 +150,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
     warp_stage_any(k_gran, dst, k_base + n0 * k_step, k_step, k_stage, n, a.kc.row_bytes, lane);
     warp_stage_any(v_gran, dst + BN * k_stage, v_base + n0 * v_step, v_step, v_stage, n, a.vc.row_bytes, lane);
   };
-  // Query fragments in KC's dim order: lane l holds rows l / 4 and l / 4 + 8 (zero past G); q_at(r, d)
+  // Query fragments in KC's dim order: lane l holds rows l / 4 and l / 4 + 8 (zero past rows); q_at(r, d)
   // is element d of query row r.
   auto query_fragments = [&](auto&& q_at) {
     for (int idx = threadIdx.x; idx < HD / 16 * 32; idx += blockDim.x) {
@@ -147,22 +160,24 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
       for (int rr = 0; rr < 2; ++rr) {
         const int r = qg + 8 * rr;
 #pragma unroll
-        for (int e = 0; e < 4; ++e) x[rr][e] = r < G ? q_at(r, KC::template kdim<HD>(qt, kk, e)) : 0.0f;
+        for (int e = 0; e < 4; ++e) x[rr][e] = r < rows ? q_at(r, KC::template kdim<HD>(qt, kk, e)) : 0.0f;
       }
       sqf[idx] = make_uint4(pack2<__half>(x[0][0], x[0][1]), pack2<__half>(x[1][0], x[1][1]),
                             pack2<__half>(x[0][2], x[0][3]), pack2<__half>(x[1][2], x[1][3]));
     }
   };
   auto q_global = [&](int r, int d) {
-    return to_f32(static_cast<const T*>(a.q)[b * a.qs[0] + (hk * G + r) * a.qs[1] + d]);
+    const T* q = static_cast<const T*>(a.q) + b * a.qs[0];
+    if constexpr (WINDOW) return to_f32(q[(hk * G + r % G) * a.qs[1] + (pos0 + r / G) * a.qs_l + d]);
+    else return to_f32(q[(hk * G + r) * a.qs[1] + d]);
   };
   if constexpr (KC::kRotated) {
-    // Rotated keys: the G query rows are rotated in the staging area (16 HD floats fit in the merge's
+    // Rotated keys: the query rows are rotated in the staging area (16 HD floats fit in the merge's
     // scratch) before any tile is staged there.
     float* q_rot = reinterpret_cast<float*>(stage_all);
-    for (int i = threadIdx.x; i < G * HD; i += blockDim.x) q_rot[i] = q_global(i / HD, i % HD);
+    for (int i = threadIdx.x; i < rows * HD; i += blockDim.x) q_rot[i] = q_global(i / HD, i % HD);
     __syncthreads();
-    block_rotate(q_rot, HD, t, false, static_cast<int>(G));
+    block_rotate(q_rot, HD, t, false, rows);
     query_fragments([&](int r, int d) { return q_rot[r * HD + d]; });
     __syncthreads();
   }
@@ -176,17 +191,21 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
   if constexpr (!KC::kRotated) query_fragments(q_global);
   VC::prepare_table(table, t);
   if constexpr (kKeyTableWords > 0) KC::prepare_table(key_table, t);
-  const bool owns_new = has_new && j0 <= S && S < j1;  // uniform across the block
+  // The unquantized positions [t0, t1) of this split, as f32 rows new_k / new_v [t - t0] (uniform across
+  // the block).
+  const int t0 = j0 > S ? j0 - S : 0, t1 = j1 - S;
+  const bool owns_new = t1 > t0;
   if (owns_new) {
     const T* kp = static_cast<const T*>(a.k_new) + b * a.kns[0] + hk * a.kns[1];
     const T* vp = static_cast<const T*>(a.v_new) + b * a.vns[0] + hk * a.vns[1];
-    for (int i = threadIdx.x; i < HD; i += blockDim.x) {
-      new_k[i] = to_f32(kp[i]);
-      new_v[i] = to_f32(vp[i]);
+    for (int i = threadIdx.x; i < (t1 - t0) * HD; i += blockDim.x) {
+      const int64_t tp = t0 + i / HD, d = i % HD;
+      new_k[i] = to_f32(kp[tp * a.kns_l + d]);
+      new_v[i] = to_f32(vp[tp * a.vns_l + d]);
     }
     __syncthreads();
-    if constexpr (KC::kRotated) block_rotate(new_k, HD, t, false);
-    if (a.vc.kind == 2) block_rotate(new_v, HD, t, false);  // the read attends in the rotated domain
+    if constexpr (KC::kRotated) block_rotate(new_k, HD, t, false, t1 - t0);
+    if (a.vc.kind == 2) block_rotate(new_v, HD, t, false, t1 - t0);  // the read attends in the rotated domain
   }
   __syncthreads();
 
@@ -194,26 +213,49 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
 #pragma unroll
   for (int i = 0; i < HD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
-  auto masked = [&](int, int j) { return j >= j1 || j == skip || (j >= len && !(owns_new && j == S)); };
-  // A key past hi is the step's unquantized position (S, when this block owns it) or zeros: its staged
-  // row was never written.
+  // Unquantized position t is hidden from query positions before it (a decode step's one sees it).
+  auto masked = [&](int rr, int j) {
+    if (j >= j1 || j == skip) return true;
+    if constexpr (WINDOW) {
+      return j < S ? j >= len : j - S > pos0 + (g + 8 * rr) / static_cast<int>(G);
+    } else {
+      return j < S && j >= len;
+    }
+  };
+  // Whether key j is the split's unquantized position S + tp, tp in [t0, t1), and its row in new_k / new_v.
+  auto fresh_row = [&](int j, int& row) {
+    if constexpr (WINDOW) {
+      const int tp = j - S;
+      row = tp - t0;
+      return tp >= t0 && tp < t1;
+    } else {
+      row = 0;
+      return owns_new && j == S;
+    }
+  };
+  // A key past hi is one of the split's unquantized positions or zeros (a stored row past a compiled
+  // step's length): its staged row was never written.
   auto fix_key = [&](uint32_t(&kb)[HD / 16][2], int j) {
-    const bool fresh = owns_new && j == S;
+    int row;
+    const bool fresh = fresh_row(j, row);
+    const float* nk = new_k + (fresh ? row : 0) * HD;
 #pragma unroll
     for (int kk = 0; kk < HD / 16; ++kk) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        kb[kk][h] = fresh ? pack2<__half>(new_k[KC::template kdim<HD>(tq, kk, 2 * h)],
-                                          new_k[KC::template kdim<HD>(tq, kk, 2 * h + 1)])
+        kb[kk][h] = fresh ? pack2<__half>(nk[KC::template kdim<HD>(tq, kk, 2 * h)],
+                                          nk[KC::template kdim<HD>(tq, kk, 2 * h + 1)])
                           : 0u;
       }
     }
   };
   auto fix_value = [&](uint32_t(&v)[VD], int j, int half) {
     if (j < hi) return;
-    const bool fresh = owns_new && j == S;
+    int row;
+    const bool fresh = fresh_row(j, row);
+    const float* nv = new_v + (fresh ? row : 0) * HD;
 #pragma unroll
-    for (int i = 0; i < VD; ++i) v[i] = with_half(v[i], half, fresh ? new_v[g * VD + i] : 0.0f);
+    for (int i = 0; i < VD; ++i) v[i] = with_half(v[i], half, fresh ? nv[g * VD + i] : 0.0f);
   };
 
   int buf = 0;
@@ -268,10 +310,12 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
   __syncthreads();  // every warp is done with its buffers: the merge reuses them
 
   float* scratch = reinterpret_cast<float*>(stage_all);
+  // Row r is output row ((b Hq + hk G + h) L + position) of the split's partials [B Hq L][HD + 2].
   decode_merge<HD>(
-      scratch, static_cast<int>(G), o, row_m, row_l,
-      [&](int r, int d, float acc, float M, float L) {
-        store_partial<HD>(a.partial + (split * a.B * a.Hq + b * a.Hq + hk * G + r) * (HD + 2), d, acc, M, L);
+      scratch, rows, o, row_m, row_l,
+      [&](int r, int d, float acc, float M, float sum) {
+        const int64_t out_row = WINDOW ? (b * a.Hq + hk * G + r % G) * Lq + pos0 + r / G : b * a.Hq + hk * G + r;
+        store_partial<HD>(a.partial + (split * a.B * a.Hq * Lq + out_row) * (HD + 2), d, acc, M, sum);
       },
       [](int c) { return (c & 7) * VD + (c >> 3); });  // column c of n-tile j is dim c HD/8 + j
 }
