@@ -144,6 +144,8 @@ bool kv_decode_attention_supported(const KVRowCodec& key_codec, const KVRowCodec
          (!key_codec.rotated() || cuda::kv_decode_reads_rotated_keys());
 }
 
+bool kv_ring_steps_supported(const Device& device) { return device.is_cpu() || cuda::kv_ring_steps(); }
+
 Tensor kv_window_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
                            const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
                            float softcap, int64_t window, bool deferred) {

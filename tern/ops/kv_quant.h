@@ -62,6 +62,10 @@ Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
 // only with TERN_CUDA_KV_ROTATED_KEYS=1 (that read's GPU tests have not run yet; without it a cache
 // reads such a decode append with kv_window_attention).
 bool kv_decode_attention_supported(const KVRowCodec& key_codec, const KVRowCodec& value_codec, const Device& device);
+// Whether a ring's compiled step (kv_encode_positions and kv_decode_attention with `ring`) runs on
+// `device`: always on the CPU; on CUDA with TERN_CUDA_KV_RING_STEPS=1 until those kernels' GPU tests
+// have run (an affine ring then decodes eagerly there).
+bool kv_ring_steps_supported(const Device& device);
 
 // Window attention over packed storage (a prefill chunk after a quantized prefix): q [B, Hq, L, D]
 // holds the queries of the L positions after S packed ones (k_rows / v_rows [S, B, Hkv, row_bytes],
@@ -92,6 +96,8 @@ void kv_window_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRow
 namespace tern::cuda {
 // TERN_CUDA_KV_ROTATED_KEYS=1: the fused decode attention reads TurboQuant keys of 4 or 3 bits.
 bool kv_decode_reads_rotated_keys();
+// TERN_CUDA_KV_RING_STEPS=1: affine rings take compiled decode steps (ops::kv_ring_steps_supported).
+bool kv_ring_steps();
 // Whether kv_window_attention reads q [B, Hq, L, D] over these rows with the tiled packed read (the
 // fused decode kernel over L query positions) rather than a decoded temporary: TERN_CUDA_KV_WINDOW_READ=1,
 // 2 <= L <= 16, head dims 64 or 128, bf16 queries and the codecs and groups the tensor-core decode read takes.

@@ -150,7 +150,8 @@ void AffineRingKVCache::adopt(const Tensor& k, const Tensor& v, int64_t offset) 
 }
 
 bool AffineRingKVCache::supports_device_step() const {
-  return !keys_.defined() || ops::kv_decode_attention_supported(key_, value_, keys_.device());
+  return !keys_.defined() || (ops::kv_ring_steps_supported(keys_.device()) &&
+                              ops::kv_decode_attention_supported(key_, value_, keys_.device()));
 }
 
 void AffineRingKVCache::reserve(int64_t positions) {

@@ -36,8 +36,8 @@ class AffineRingKVCache : public KVCache {
   void save(CacheWriter& out) const override;
   void load(CacheReader& in) override;
 
-  // Compiled decode where the fused decode attention takes the codecs on the storage's device
-  // (ops::kv_decode_attention_supported): under a DeviceStep a decode append encodes row b into slot
+  // Compiled decode where the storage's device takes ring steps and the fused decode attention takes
+  // the codecs (ops::kv_ring_steps_supported, ops::kv_decode_attention_supported): under a DeviceStep a decode append encodes row b into slot
   // positions[b] % window, and its read takes every slot held but that one (the oldest position, which
   // the window of the new one no longer holds) plus the new position as given, the first positions[b]
   // slots before the ring wraps. reserve() allocates min(positions, window) slots. No speculative round

@@ -125,8 +125,19 @@ TEST_F(CompiledDecode, GemmaRingsAndSharedLayersAreCapturedToo) {
 
 // Quantized storage: affine rings on Gemma 4's sliding layers (each step encodes its row into slot
 // p % window and reads every other slot), the quantized full layers beside them, and TurboQuant
-// keys of 4 bits with their fused read switched on; each after its bf16-first transition at the prompt.
+// keys of 4 bits with their fused read switched on (TERN_CUDA_KV_RING_STEPS and TERN_CUDA_KV_ROTATED_KEYS);
+// each after its bf16-first transition at the prompt.
 TEST_F(CompiledDecode, QuantizedCachesAndAffineRingsAreCapturedToo) {
+  // The switches of the unverified paths, set for this test and put back after it.
+  struct Switch {
+    std::string name, saved;
+    bool had;
+    explicit Switch(const char* n) : name(n), had(std::getenv(n) != nullptr) {
+      if (had) saved = std::getenv(n);
+      setenv(n, "1", 1);
+    }
+    ~Switch() { had ? setenv(name.c_str(), saved.c_str(), 1) : unsetenv(name.c_str()); }
+  } ring("TERN_CUDA_KV_RING_STEPS"), rotated("TERN_CUDA_KV_ROTATED_KEYS");
   std::unique_ptr<Model> gemma = load_model(data_dir("gemma4"), LoadOptions{Device::cuda(0), Dtype::bf16});
   for (const char* kind : {"affine8", "affine4"}) {
     SCOPED_TRACE(kind);
@@ -135,14 +146,9 @@ TEST_F(CompiledDecode, QuantizedCachesAndAffineRingsAreCapturedToo) {
     kv.group = 32;
     check_replay_against_eager(*gemma, 24, 0.0, kv);  // 24 steps: the rings (window 16) wrap under the graph
   }
-  const char* old = std::getenv("TERN_CUDA_KV_ROTATED_KEYS");
-  const std::string saved = old ? old : "";
-  setenv("TERN_CUDA_KV_ROTATED_KEYS", "1", 1);
   KVCacheOptions kv;
   kv.kind = "turbo:k4v4";
   check_replay_against_eager(*model_, 12, 0.0, kv);
-  if (old) setenv("TERN_CUDA_KV_ROTATED_KEYS", saved.c_str(), 1);
-  else unsetenv("TERN_CUDA_KV_ROTATED_KEYS");
 }
 
 // Qwen3.5: DeltaNet layers whose conv history and state update in place, beside full layers.

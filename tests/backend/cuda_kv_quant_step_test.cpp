@@ -135,6 +135,7 @@ TEST_F(CudaKVQuantStep, CacheDecodeThroughDeviceStepMatchesOrdinaryDecode) {
 // ring decoding ordinarily on the CPU, from one prefill, through the wrap: f32 activations (the CUDA-core
 // read) and bf16 ones (the tensor-core read, against the GPU's ordinary decode).
 TEST_F(CudaKVQuantStep, AffineRingDecodeThroughDeviceStepMatchesOrdinaryDecode) {
+  ScopedEnv ring_env("TERN_CUDA_KV_RING_STEPS", "1");
   const int64_t B = 2, Hkv = 2, Hq = 8, W = 48, steps = 2 * W;
   uint32_t seed = 700;
   for (int64_t D : {64, 128})

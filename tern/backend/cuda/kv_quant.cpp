@@ -78,6 +78,11 @@ bool kv_decode_reads_rotated_keys() {
   return e && std::string(e) == "1";
 }
 
+bool kv_ring_steps() {
+  const char* e = std::getenv("TERN_CUDA_KV_RING_STEPS");
+  return e && std::string(e) == "1";
+}
+
 bool kv_window_tiled(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec, const Tensor& v_rows,
                      const ops::KVRowCodec& value_codec) {
   const char* e = std::getenv("TERN_CUDA_KV_WINDOW_READ");

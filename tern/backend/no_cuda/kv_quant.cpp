@@ -10,6 +10,7 @@ void kv_encode_positions(const Tensor&, const ops::KVRowCodec&, Tensor&, const T
 }
 void kv_decode(const Tensor&, const ops::KVRowCodec&, bool, Tensor&) { TERN_THROW("[kv_decode] needs a CUDA build"); }
 bool kv_decode_reads_rotated_keys() { return false; }
+bool kv_ring_steps() { return false; }
 bool kv_window_tiled(const Tensor&, const Tensor&, const ops::KVRowCodec&, const Tensor&, const ops::KVRowCodec&) {
   return false;
 }
