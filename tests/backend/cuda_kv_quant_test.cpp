@@ -180,6 +180,23 @@ Tensor packed_rows(const Tensor& t, const KVRowCodec& c) {
   return rows;
 }
 
+// A read's random inputs: S packed rows of keys and values [S, B, Hkv, ..] (encoded on the CPU) and
+// bf16 queries [B, Hq, L, D] with their L unquantized keys and values [B, Hkv, L, D]; seed advances.
+struct ReadInputs {
+  Tensor kr, vr, q, kn, vn;
+};
+ReadInputs read_inputs(int64_t B, int64_t Hq, int64_t Hkv, int64_t S, int64_t L, const KVRowCodec& kc,
+                       const KVRowCodec& vc, uint32_t& seed) {
+  const int64_t D = kc.dim;
+  ReadInputs in;
+  in.kr = packed_rows(randn({B, Hkv, S, D}, ++seed), kc);
+  in.vr = packed_rows(randn({B, Hkv, S, D}, ++seed), vc);
+  in.q = ops::cast(randn({B, Hq, L, D}, ++seed), Dtype::bf16);
+  in.kn = ops::cast(randn({B, Hkv, L, D}, ++seed), Dtype::bf16);
+  in.vn = ops::cast(randn({B, Hkv, L, D}, ++seed), Dtype::bf16);
+  return in;
+}
+
 TEST_F(CudaKVQuant, DecodeAttentionMatchesCpu) {
   struct Scheme { KVRowCodec::Kind kk, vk; int kbits, vbits; int64_t group; };
   const Scheme schemes[] = {{KVRowCodec::affine, KVRowCodec::affine, 8, 8, 64},
@@ -199,11 +216,7 @@ TEST_F(CudaKVQuant, DecodeAttentionMatchesCpu) {
             const int64_t Hkv = 2, Hq = Hkv * groups;
             const KVRowCodec kc{sc.kk, sc.kbits, sc.kk == KVRowCodec::affine ? sc.group : 32, D};
             const KVRowCodec vc{sc.vk, sc.vbits, sc.vk == KVRowCodec::affine ? sc.group : 32, D};
-            Tensor kr = packed_rows(randn({B, Hkv, S, D}, ++seed), kc);
-            Tensor vr = packed_rows(randn({B, Hkv, S, D}, ++seed), vc);
-            Tensor q = ops::cast(randn({B, Hq, 1, D}, ++seed), Dtype::bf16);
-            Tensor kn = ops::cast(randn({B, Hkv, 1, D}, ++seed), Dtype::bf16);
-            Tensor vn = ops::cast(randn({B, Hkv, 1, D}, ++seed), Dtype::bf16);
+            const auto [kr, vr, q, kn, vn] = read_inputs(B, Hq, Hkv, S, 1, kc, vc, seed);
             const float scale = 1.0f / std::sqrt(float(D));
             for (bool with_new : {true, false}) {
               Tensor knc = with_new ? kn : Tensor(), vnc = with_new ? vn : Tensor();
@@ -248,11 +261,7 @@ TEST_F(CudaKVQuant, DecodeAttentionOverRotatedKeysMatchesCpu) {
             const KVRowCodec kc{KVRowCodec::turbo_key, sc.kbits, 32, D};
             const KVRowCodec vc{sc.vk, sc.vbits, 32, D};
             ASSERT_TRUE(ops::kv_decode_attention_supported(kc, vc, kGpu));
-            Tensor kr = packed_rows(randn({B, Hkv, S, D}, ++seed), kc);
-            Tensor vr = packed_rows(randn({B, Hkv, S, D}, ++seed), vc);
-            Tensor q = ops::cast(randn({B, Hq, 1, D}, ++seed), Dtype::bf16);
-            Tensor kn = ops::cast(randn({B, Hkv, 1, D}, ++seed), Dtype::bf16);
-            Tensor vn = ops::cast(randn({B, Hkv, 1, D}, ++seed), Dtype::bf16);
+            const auto [kr, vr, q, kn, vn] = read_inputs(B, Hq, Hkv, S, 1, kc, vc, seed);
             const float scale = 1.0f / std::sqrt(float(D));
             for (bool with_new : {true, false}) {
               auto f32 = [&](const Tensor& t) { return with_new ? ops::cast(t, Dtype::f32) : Tensor(); };
@@ -356,11 +365,7 @@ TEST_F(CudaKVQuant, TiledWindowReadMatchesCpu) {
             const int64_t B = L == 3 ? 2 : 1, Hkv = 2, Hq = Hkv * groups;
             const KVRowCodec kc{sc.kk, sc.kbits, sc.kk == KVRowCodec::affine ? sc.group : 32, D};
             const KVRowCodec vc{sc.vk, sc.vbits, sc.vk == KVRowCodec::affine ? sc.group : 32, D};
-            Tensor kr = packed_rows(randn({B, Hkv, S, D}, ++seed), kc);
-            Tensor vr = packed_rows(randn({B, Hkv, S, D}, ++seed), vc);
-            Tensor q = ops::cast(randn({B, Hq, L, D}, ++seed), Dtype::bf16);
-            Tensor kn = ops::cast(randn({B, Hkv, L, D}, ++seed), Dtype::bf16);
-            Tensor vn = ops::cast(randn({B, Hkv, L, D}, ++seed), Dtype::bf16);
+            const auto [kr, vr, q, kn, vn] = read_inputs(B, Hq, Hkv, S, L, kc, vc, seed);
             const Tensor qg = q.to(kGpu), krg = kr.to(kGpu), vrg = vr.to(kGpu);
             // Head dim 256 keeps the decoded temporary (its decode instances use all 255 registers).
             const KVRowCodec device_kc = kc.rotated() ? KVRowCodec{KVRowCodec::turbo_value, kc.bits, 32, D} : kc;
