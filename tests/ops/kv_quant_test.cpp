@@ -78,6 +78,13 @@ TEST(KVQuant, EncodeLaysOutCodecRowsPositionMajor) {
   }
 }
 
+// t [B, H, S, D] encoded as packed rows [S, B, H, row bytes].
+Tensor encoded(const Tensor& t, const KVRowCodec& c) {
+  Tensor rows = Tensor::empty({t.size(2), t.size(0), t.size(1), c.row_bytes()}, Dtype::u8);
+  ops::kv_encode(t, c, rows);
+  return rows;
+}
+
 std::vector<uint8_t> bytes(const Tensor& t) {
   const Tensor c = t.contiguous();
   return std::vector<uint8_t>(c.data<uint8_t>(), c.data<uint8_t>() + c.numel());
@@ -240,10 +247,7 @@ TEST(KVQuant, DecodeAttentionWithLengthsAndSoftcapMatchesDecodeThenSdpa) {
   };
   for (const auto& p : pairs) {
     Tensor k = randn({B, Hkv, S, D}, 21), v = randn({B, Hkv, S, D}, 22);
-    Tensor kr = Tensor::empty({S, B, Hkv, p[0].row_bytes()}, Dtype::u8);
-    Tensor vr = Tensor::empty({S, B, Hkv, p[1].row_bytes()}, Dtype::u8);
-    ops::kv_encode(k, p[0], kr);
-    ops::kv_encode(v, p[1], vr);
+    Tensor kr = encoded(k, p[0]), vr = encoded(v, p[1]);
     Tensor q = randn({B, Hq, 1, D}, 23), kn = randn({B, Hkv, 1, D}, 24), vn = randn({B, Hkv, 1, D}, 25);
     const float scale = 1.0f / std::sqrt(float(D)), softcap = 2.5f;
     Tensor got = ops::kv_decode_attention(q, kr, p[0], vr, p[1], kn, vn, scale, softcap,
@@ -283,10 +287,7 @@ TEST(KVQuant, RingDecodeAttentionSkipsTheSlotOfTheNewPosition) {
   };
   for (const auto& p : pairs) {
     Tensor k = randn({B, Hkv, W, D}, 31), v = randn({B, Hkv, W, D}, 32);
-    Tensor kr = Tensor::empty({W, B, Hkv, p[0].row_bytes()}, Dtype::u8);
-    Tensor vr = Tensor::empty({W, B, Hkv, p[1].row_bytes()}, Dtype::u8);
-    ops::kv_encode(k, p[0], kr);
-    ops::kv_encode(v, p[1], vr);
+    Tensor kr = encoded(k, p[0]), vr = encoded(v, p[1]);
     Tensor q = randn({B, Hq, 1, D}, 33), kn = randn({B, Hkv, 1, D}, 34), vn = randn({B, Hkv, 1, D}, 35);
     const float scale = 1.0f / std::sqrt(float(D));
     Tensor got = ops::kv_decode_attention(q, kr, p[0], vr, p[1], kn, vn, scale, 0.0f, Tensor::from_vector(pos, {B}), W);
