@@ -356,29 +356,42 @@ TEST_F(CudaKVQuant, TiledWindowReadMatchesCpu) {
                             {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 8, 4, 32},
                             {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 4, 4, 32}};
   uint32_t seed = 5000;
+  auto check = [&](int64_t L, int64_t S, int64_t D, int64_t groups, const Scheme& sc) {
+    const int64_t B = L == 3 ? 2 : 1, Hkv = 2, Hq = Hkv * groups;
+    const KVRowCodec kc{sc.kk, sc.kbits, sc.kk == KVRowCodec::affine ? sc.group : 32, D};
+    const KVRowCodec vc{sc.vk, sc.vbits, sc.vk == KVRowCodec::affine ? sc.group : 32, D};
+    const auto [kr, vr, q, kn, vn] = read_inputs(B, Hq, Hkv, S, L, kc, vc, seed);
+    const Tensor qg = q.to(kGpu), krg = kr.to(kGpu), vrg = vr.to(kGpu);
+    // Head dim 256 keeps the decoded temporary (its decode instances use all 255 registers).
+    const KVRowCodec device_kc = kc.rotated() ? KVRowCodec{KVRowCodec::turbo_value, kc.bits, 32, D} : kc;
+    ASSERT_EQ(cuda::kv_window_tiled(qg, krg, device_kc, vrg, vc), D <= 128)
+        << "L " << L << " D " << D << " G " << groups;
+    const float scale = 1.0f / std::sqrt(float(D));
+    auto f32 = [](const Tensor& t) { return ops::cast(t, Dtype::f32); };
+    Tensor want = ops::kv_window_attention(f32(q), kr, kc, vr, vc, f32(kn), f32(vn), scale);
+    Tensor got = ops::kv_window_attention(qg, krg, kc, vrg, vc, kn.to(kGpu), vn.to(kGpu), scale);
+    EXPECT_LE(nmse(want, got), 1e-4) << "L " << L << " B " << B << " S " << S << " D " << D << " G " << groups
+                                     << " keys " << kc.kind << "/" << kc.bits << " values " << vc.kind << "/"
+                                     << vc.bits;
+  };
   for (int64_t L : {2, 3, 5, 16})
     for (int64_t S : {1, 100, 1000})
       for (int64_t D : {64, 128, 256})
         for (int64_t groups : {1, 3, 4, 16})
           for (const Scheme& sc : schemes) {
             if (D == 256 && (L != 5 || S != 100 || groups != 4)) continue;  // the fallback, once per scheme
-            const int64_t B = L == 3 ? 2 : 1, Hkv = 2, Hq = Hkv * groups;
-            const KVRowCodec kc{sc.kk, sc.kbits, sc.kk == KVRowCodec::affine ? sc.group : 32, D};
-            const KVRowCodec vc{sc.vk, sc.vbits, sc.vk == KVRowCodec::affine ? sc.group : 32, D};
-            const auto [kr, vr, q, kn, vn] = read_inputs(B, Hq, Hkv, S, L, kc, vc, seed);
-            const Tensor qg = q.to(kGpu), krg = kr.to(kGpu), vrg = vr.to(kGpu);
-            // Head dim 256 keeps the decoded temporary (its decode instances use all 255 registers).
-            const KVRowCodec device_kc = kc.rotated() ? KVRowCodec{KVRowCodec::turbo_value, kc.bits, 32, D} : kc;
-            ASSERT_EQ(cuda::kv_window_tiled(qg, krg, device_kc, vrg, vc), D <= 128)
-                << "L " << L << " D " << D << " G " << groups;
-            const float scale = 1.0f / std::sqrt(float(D));
-            auto f32 = [](const Tensor& t) { return ops::cast(t, Dtype::f32); };
-            Tensor want = ops::kv_window_attention(f32(q), kr, kc, vr, vc, f32(kn), f32(vn), scale);
-            Tensor got = ops::kv_window_attention(qg, krg, kc, vrg, vc, kn.to(kGpu), vn.to(kGpu), scale);
-            EXPECT_LE(nmse(want, got), 1e-4) << "L " << L << " B " << B << " S " << S << " D " << D << " G " << groups
-                                             << " keys " << kc.kind << "/" << kc.bits << " values " << vc.kind << "/"
-                                             << vc.bits;
+            check(L, S, D, groups, sc);
           }
+  // Splits whose boundary falls among the window's own positions (splits are whole 64-key tiles: 2 splits
+  // of 76 keys end the first at 64, 5 of 1,036 put one at 1,024), so a split holds some of them only.
+  {
+    ScopedEnv splits_env("TERN_CUDA_KV_SPLITS", nullptr);
+    for (const auto& [S, splits] : {std::pair<int64_t, const char*>{60, "2"}, {1020, "5"}}) {
+      splits_env.set(splits);
+      for (int64_t groups : {2, 4, 8})
+        for (const Scheme& sc : {schemes[1], schemes[2]}) check(16, S, 128, groups, sc);
+    }
+  }
   // Whole caches with the switch on: their 7-position window over the quantized prefix takes the tiled read.
   for (const char* kind : {"affine8", "turbo", "turbo:k4v4"}) {
     KVCacheOptions o;

@@ -129,7 +129,8 @@ TEST_F(CudaNormRope, WriteLandsInTheCacheSlots) {
 // The step's norm, rotation and key/value write inside flash-decoding's launch (TERN_CUDA_ROPE_IN_READ=1)
 // against the two launches (norm_rope_write, then sdpa): the same output and the same storage, bit for bit,
 // for head dims 64 and 128 (both row layouts at 128: rot % 8 == 0 or not), 1-16 query heads a kv head,
-// rows at their own positions (one past the span's stale slots, one whose slot is outside the storage),
+// rows at their own positions (one past the span's stale slots, one whose slot is outside the storage, one
+// whose slot is inside the storage but past every split: split 0 writes it),
 // spans that take one split, a cluster of splits or the global merge, with and without norm weights.
 TEST_F(CudaNormRope, NormRopeInsideTheDecodeReadEqualsTheTwoLaunches) {
   ScopedEnv in_read("TERN_CUDA_ROPE_IN_READ", nullptr), splits_env("TERN_CUDA_DECODE_SPLITS", nullptr),
@@ -140,13 +141,13 @@ TEST_F(CudaNormRope, NormRopeInsideTheDecodeReadEqualsTheTwoLaunches) {
   };
   const Case cases[] = {{128, 128, 16, 2, 40, true},  {128, 128, 8, 4, 300, true}, {128, 64, 4, 1, 700, true},
                         {128, 36, 2, 2, 5000, false}, {64, 64, 6, 2, 130, true},   {64, 32, 1, 1, 2100, true},
-                        {128, 128, 4, 4, 9, false}};
+                        {128, 128, 4, 4, 9, false},   {128, 128, 16, 1, 600, true}};
   uint32_t seed = 900;
   for (const Case& c : cases) {
     ops::RopeConfig cfg;
     cfg.head_dim = c.d, cfg.rotary_dim = c.rot, cfg.theta = 1e6;
     const ops::RopeTable table = ops::rope_table(cfg);
-    const int64_t B = 3, N = c.span + 16;
+    const int64_t B = 4, N = c.span + 16;
     Tensor qkv = randn({B, 1, (c.hq + 2 * c.hk) * c.d}, Dtype::bf16, seed += 7).to(kGpu);
     auto part = [&](int64_t from, int64_t heads) {  // q, k, v heads of one projection, as Attention views them
       return qkv.slice(2, from * c.d, (from + heads) * c.d).view({B, 1, heads, c.d}).transpose(1, 2);
@@ -155,10 +156,10 @@ TEST_F(CudaNormRope, NormRopeInsideTheDecodeReadEqualsTheTwoLaunches) {
     const Tensor wq = c.weights ? randn({c.d}, Dtype::bf16, seed + 1).to(kGpu) : Tensor();
     const Tensor wk = c.weights ? randn({c.d}, Dtype::bf16, seed + 2).to(kGpu) : Tensor();
     // row 0 at the span's last key, row 1 earlier (the span past it is stale storage), row 2 outside the
-    // storage (no write, its read sees only older keys)
+    // storage (no write, its read sees only older keys), row 3 in the storage past the span (written, not read)
     const std::vector<int32_t> pv = {static_cast<int32_t>(c.span - 1), static_cast<int32_t>(c.span / 2),
-                                     static_cast<int32_t>(N + 3)};
-    const std::vector<int32_t> lv = {pv[0] + 1, pv[1] + 1, static_cast<int32_t>(c.span)};
+                                     static_cast<int32_t>(N + 3), static_cast<int32_t>(c.span + 2)};
+    const std::vector<int32_t> lv = {pv[0] + 1, pv[1] + 1, static_cast<int32_t>(c.span), static_cast<int32_t>(c.span)};
     const Tensor pos = Tensor::from_vector(pv, {B, 1}).to(kGpu);
     ops::AttentionMask m;
     m.causal = false;

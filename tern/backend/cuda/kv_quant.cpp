@@ -92,6 +92,9 @@ bool kv_window_tiled(const Tensor& q, const Tensor& k_rows, const ops::KVRowCode
   p.k_rows = k_rows.data<uint8_t>();
   p.v_rows = v_rows.data<uint8_t>();
   p.Hq = q.size(1), p.Hkv = k_rows.size(2), p.S = k_rows.size(0);
+  if (p.Hkv <= 0 || p.Hq % p.Hkv != 0 || p.Hq / p.Hkv > 16) return false;
+  const int64_t per = 16 / (p.Hq / p.Hkv), tiles = (q.size(2) + per - 1) / per;
+  if (q.size(0) * tiles > 65535) return false;  // the grid's z: batch rows times position tiles
   p.kc = codec_args(key_codec);
   p.vc = codec_args(value_codec);
   return kv_mma_attention_supported(q.dtype(), p);

@@ -490,6 +490,7 @@ __device__ __forceinline__ void decode_norm_rope(const DecodeArgs& a, T* sq, Dec
       }
     }
     norm_rope_finish<T, NV>(v[s], wv, has_w, HD, n.rot, n.eps, cs, normed, lane, y);
+    __syncwarp();  // the next row rewrites `normed` after every lane has read its partner dims
   }
   __threadfence_block();  // the writer's key and value, before the caller's barrier and its tile loads
 }
