@@ -69,8 +69,7 @@ __device__ __forceinline__ void warp_stage_rows(uint8_t* dst, const uint8_t* src
   const int r = lane >> 1, half = (per_row + 1) >> 1, c0 = (lane & 1) * half;
   const int count = r < n ? per_row - c0 : 0;  // pieces of this lane's part, or none past the n rows
   const uint32_t d = smem_addr(dst + r * stage + c0 * GRAN);
-  // src_step 0: src is already this lane's row (the caller keeps it, one multiply a tile fewer)
-  const uint8_t* g = (src_step != 0 ? src + r * src_step : src) + c0 * GRAN;
+  const uint8_t* g = src + r * src_step + c0 * GRAN;
   auto copy = [&](int i) {
     if constexpr (GRAN == 16) {
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d + i * GRAN), "l"(g + i * GRAN));
@@ -89,15 +88,15 @@ __device__ __forceinline__ void warp_stage_rows(uint8_t* dst, const uint8_t* src
   }
 }
 
-// The same for rows of ROW bytes (a compile-time size), lane_src this lane's row (lane / 2 of the tile):
-// the widest of 16, 8 and 4 that divides ROW and that gran (the rows' alignment) allows.
+// The same for rows of ROW bytes (a compile-time size): the widest of 16, 8 and 4 that divides ROW and
+// that gran (the rows' alignment) allows.
 template <int ROW>
-__device__ __forceinline__ void warp_stage_fixed(int gran, uint8_t* dst, const uint8_t* lane_src, int stage, int n,
-                                                 int lane) {
+__device__ __forceinline__ void warp_stage_fixed(int gran, uint8_t* dst, const uint8_t* src, int64_t src_step,
+                                                 int stage, int n, int lane) {
   static_assert(ROW % 4 == 0, "packed rows of whole words");
-  if (ROW % 16 == 0 && gran == 16) warp_stage_rows<16, ROW / 16>(dst, lane_src, 0, stage, n, 0, lane);
-  else if (ROW % 8 == 0 && gran >= 8) warp_stage_rows<8, ROW / 8>(dst, lane_src, 0, stage, n, 0, lane);
-  else warp_stage_rows<4, ROW / 4>(dst, lane_src, 0, stage, n, 0, lane);
+  if (ROW % 16 == 0 && gran == 16) warp_stage_rows<16, ROW / 16>(dst, src, src_step, stage, n, 0, lane);
+  else if (ROW % 8 == 0 && gran >= 8) warp_stage_rows<8, ROW / 8>(dst, src, src_step, stage, n, 0, lane);
+  else warp_stage_rows<4, ROW / 4>(dst, src, src_step, stage, n, 0, lane);
 }
 
 __device__ __forceinline__ void warp_stage_any(int gran, uint8_t* dst, const uint8_t* src, int64_t src_step, int stage,
@@ -169,15 +168,12 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
   const uint8_t* k_base = a.k_rows + slot * a.kc.row_bytes;
   const uint8_t* v_base = a.v_rows + slot * a.vc.row_bytes;
 
-  // This lane's row of a staged tile (lane / 2), for the compile-time staging.
-  const uint8_t* k_lane = k_base + (lane >> 1) * k_step;
-  const uint8_t* v_lane = v_base + (lane >> 1) * v_step;
   auto stage = [&](int n0, int buf) {
     uint8_t* dst = raw + buf * stage_bytes;
     const int n = hi - n0 < BN ? hi - n0 : BN;  // rows past hi are never decoded
     if constexpr (kFixedRows) {
-      warp_stage_fixed<kKRow>(k_gran, dst, k_lane + n0 * k_step, k_stage, n, lane);
-      warp_stage_fixed<kVRow>(v_gran, dst + BN * k_stage, v_lane + n0 * v_step, v_stage, n, lane);
+      warp_stage_fixed<kKRow>(k_gran, dst, k_base + n0 * k_step, k_step, k_stage, n, lane);
+      warp_stage_fixed<kVRow>(v_gran, dst + BN * k_stage, v_base + n0 * v_step, v_step, v_stage, n, lane);
     } else {
       warp_stage_any(k_gran, dst, k_base + n0 * k_step, k_step, k_stage, n, a.kc.row_bytes, lane);
       warp_stage_any(v_gran, dst + BN * k_stage, v_base + n0 * v_step, v_step, v_stage, n, a.vc.row_bytes, lane);
