@@ -60,43 +60,23 @@ constexpr size_t kv_mma_smem_bytes(int k_stage, int v_stage, int new_rows = 1) {
 // One warp copies the first n rows of a 16-row tile (row r at src + r * src_step bytes) into dst (rows
 // of `stage` bytes), GRAN bytes per cp.async: lanes 2 r and 2 r + 1 copy the first and second half of
 // row r's per_row pieces. Every lane runs the same trip count (the first half's; the second half's lane
-// skips its last piece when per_row is odd), so the loop has no divergent exit. PER_ROW > 0: per_row is
-// that constant and the loop unrolls whole (a codec whose rows' size is known at compile time).
-template <int GRAN, int PER_ROW = 0>
+// skips its last piece when per_row is odd), so the loop has no divergent exit.
+template <int GRAN>
 __device__ __forceinline__ void warp_stage_rows(uint8_t* dst, const uint8_t* src, int64_t src_step, int stage, int n,
                                                 int per_row, int lane) {
-  if constexpr (PER_ROW > 0) per_row = PER_ROW;
   const int r = lane >> 1, half = (per_row + 1) >> 1, c0 = (lane & 1) * half;
   const int count = r < n ? per_row - c0 : 0;  // pieces of this lane's part, or none past the n rows
-  const uint32_t d = smem_addr(dst + r * stage + c0 * GRAN);
+  uint32_t d = smem_addr(dst + r * stage + c0 * GRAN);
   const uint8_t* g = src + r * src_step + c0 * GRAN;
-  auto copy = [&](int i) {
-    if constexpr (GRAN == 16) {
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d + i * GRAN), "l"(g + i * GRAN));
-    } else {
-      asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(d + i * GRAN), "l"(g + i * GRAN), "n"(GRAN));
-    }
-  };
-  if constexpr (PER_ROW > 0) {
-#pragma unroll
-    for (int i = 0; i < (PER_ROW + 1) / 2; ++i)
-      if (i < count) copy(i);
-  } else {
 #pragma unroll 4
-    for (int i = 0; i < half; ++i)
-      if (i < count) copy(i);
+  for (int i = 0; i < half; ++i, d += GRAN, g += GRAN) {
+    if (i >= count) continue;
+    if constexpr (GRAN == 16) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(g));
+    } else {
+      asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(d), "l"(g), "n"(GRAN));
+    }
   }
-}
-
-// The same for rows of ROW bytes (a compile-time size): the widest of 16, 8 and 4 that divides ROW and
-// that gran (the rows' alignment) allows.
-template <int ROW>
-__device__ __forceinline__ void warp_stage_fixed(int gran, uint8_t* dst, const uint8_t* src, int64_t src_step,
-                                                 int stage, int n, int lane) {
-  static_assert(ROW % 4 == 0, "packed rows of whole words");
-  if (ROW % 16 == 0 && gran == 16) warp_stage_rows<16, ROW / 16>(dst, src, src_step, stage, n, 0, lane);
-  else if (ROW % 8 == 0 && gran >= 8) warp_stage_rows<8, ROW / 8>(dst, src, src_step, stage, n, 0, lane);
-  else warp_stage_rows<4, ROW / 4>(dst, src, src_step, stage, n, 0, lane);
 }
 
 __device__ __forceinline__ void warp_stage_any(int gran, uint8_t* dst, const uint8_t* src, int64_t src_step, int stage,
@@ -126,10 +106,6 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
   extern __shared__ __align__(16) unsigned char kv_mma_smem[];
   constexpr int BN = kKVWarpKeys, VD = HD / 8;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
-  // TurboQuant rows have sizes fixed by the head dim (groups of 32): their strides are constants.
-  constexpr int kKRow = KC::template row_bytes<HD>(), kVRow = VC::template row_bytes<HD>();
-  constexpr bool kFixedRows = kKRow > 0 && kVRow > 0;
-  if constexpr (kFixedRows) k_stage = kv_stage_stride(kKRow), v_stage = kv_stage_stride(kVRow);
   uint4* sqf = reinterpret_cast<uint4*>(kv_mma_smem);  // [HD / 16][32]: each lane's query A fragments
   uint8_t* stage_all = reinterpret_cast<uint8_t*>(sqf + HD / 16 * 32);
   const int stage_bytes = BN * (k_stage + v_stage);
@@ -171,13 +147,8 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
   auto stage = [&](int n0, int buf) {
     uint8_t* dst = raw + buf * stage_bytes;
     const int n = hi - n0 < BN ? hi - n0 : BN;  // rows past hi are never decoded
-    if constexpr (kFixedRows) {
-      warp_stage_fixed<kKRow>(k_gran, dst, k_base + n0 * k_step, k_step, k_stage, n, lane);
-      warp_stage_fixed<kVRow>(v_gran, dst + BN * k_stage, v_base + n0 * v_step, v_step, v_stage, n, lane);
-    } else {
-      warp_stage_any(k_gran, dst, k_base + n0 * k_step, k_step, k_stage, n, a.kc.row_bytes, lane);
-      warp_stage_any(v_gran, dst + BN * k_stage, v_base + n0 * v_step, v_step, v_stage, n, a.vc.row_bytes, lane);
-    }
+    warp_stage_any(k_gran, dst, k_base + n0 * k_step, k_step, k_stage, n, a.kc.row_bytes, lane);
+    warp_stage_any(v_gran, dst + BN * k_stage, v_base + n0 * v_step, v_step, v_stage, n, a.vc.row_bytes, lane);
   };
   // Query fragments in KC's dim order: lane l holds rows l / 4 and l / 4 + 8 (zero past rows); q_at(r, d)
   // is element d of query row r.

@@ -104,10 +104,6 @@ template <int BITS, bool TURBO>
 struct KeyFrag {
   static constexpr bool kRotated = false;
   static constexpr int kBookBits = 0, kTableWords = 0;
-  // A packed row's bytes when the head dim fixes them (TurboQuant: groups of 32), else 0 (affine groups
-  // are chosen at run time). Every codec has it.
-  template <int HD>
-  static constexpr int row_bytes() { return TURBO ? HD + 4 * (HD / 32) : 0; }
   __device__ __forceinline__ static void prepare_table(uint32_t*, const TurboTables&) {}
   template <int HD>
   __device__ __forceinline__ static int kdim(int t, int kk, int e) {
@@ -165,8 +161,6 @@ struct KeyFrag {
 template <int BITS>
 struct AffineValueFrag {
   static constexpr int kBookBits = 0, kTableWords = 0;
-  template <int HD>
-  static constexpr int row_bytes() { return 0; }
   template <int HD>
   __device__ __forceinline__ static void decode2(const uint8_t* ra, const uint8_t* rb, int g, int shift,
                                                  const uint32_t*, uint32_t (&v)[HD / 8]) {
@@ -230,8 +224,6 @@ template <int BITS>
 struct RotatedKeyFrag {
   static constexpr bool kRotated = true;
   static constexpr int kBookBits = BITS, kTableWords = PairTable<BITS>::kTableWords;
-  template <int HD>
-  static constexpr int row_bytes() { return HD * BITS / 8 + 2 * (HD / 32); }
   __device__ __forceinline__ static void prepare_table(uint32_t* table, const TurboTables& t) {
     PairTable<BITS>::prepare(table, t.key_book);
   }
@@ -268,8 +260,6 @@ template <int BITS>
 struct TurboValueFrag {
   static constexpr int kBookBits = BITS;
   static constexpr int kTableWords = turbo_value_table_words<BITS>();
-  template <int HD>
-  static constexpr int row_bytes() { return HD * BITS / 8 + 2 * (HD / 32); }
   template <int HD>
   __device__ __forceinline__ static void decode2(const uint8_t* ra, const uint8_t* rb, int g, int shift,
                                                  const uint32_t* table, uint32_t (&v)[HD / 8]) {
