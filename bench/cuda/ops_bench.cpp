@@ -117,7 +117,7 @@ const KVScheme kKVSchemes[] = {
     {"affine4", {ops::KVRowCodec::affine, 4, 64, 128}, {ops::KVRowCodec::affine, 4, 64, 128}},
     {"turbo:k8v4", {ops::KVRowCodec::turbo_key, 8, 32, 128}, {ops::KVRowCodec::turbo_value, 4, 32, 128}},
     {"turbo k8v3", {ops::KVRowCodec::turbo_key, 8, 32, 128}, {ops::KVRowCodec::turbo_value, 3, 32, 128}},
-    // Rotated keys: timed only where the fused read takes them (TERN_CUDA_KV_ROTATED_KEYS=1).
+    // Rotated keys: timed only where the fused read takes them (unless TERN_CUDA_KV_ROTATED_KEYS=0).
     {"turbo:k4v4", {ops::KVRowCodec::turbo_key, 4, 32, 128}, {ops::KVRowCodec::turbo_value, 4, 32, 128}},
     {"turbo:k3v3", {ops::KVRowCodec::turbo_key, 3, 32, 128}, {ops::KVRowCodec::turbo_value, 3, 32, 128}}};
 

@@ -222,7 +222,7 @@ Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
   if (q.device().is_cuda()) {
     TERN_CHECK(!key_codec.rotated() || cuda::kv_decode_reads_rotated_keys(),
                "[kv-quant] expected keys of 8 bits for the fused decode attention on CUDA, got TurboQuant keys of {} "
-               "bits (kv_window_attention reads them there unless TERN_CUDA_KV_ROTATED_KEYS=1)",
+               "bits (kv_window_attention reads them there when TERN_CUDA_KV_ROTATED_KEYS=0)",
                key_codec.bits);
     cuda::kv_decode_attention(q, k_rows, device_codec(key_codec), v_rows, value_codec, k_new, v_new, scale, softcap,
                               len, ring, out);

@@ -58,13 +58,12 @@ Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
                            const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
                            float softcap = 0.0f, const Tensor& lengths = Tensor(), int64_t ring = 0);
 // Whether kv_decode_attention reads this codec pair on `device`: the CPU reads every pair; CUDA reads
-// key and value rows of one head dim in {32, 64, 128, 256, 512}, and TurboQuant keys of 4 or 3 bits
-// only with TERN_CUDA_KV_ROTATED_KEYS=1 (that read's GPU tests have not run yet; without it a cache
-// reads such a decode append with kv_window_attention).
+// key and value rows of one head dim in {32, 64, 128, 256, 512}, TurboQuant keys of 4 or 3 bits included
+// unless TERN_CUDA_KV_ROTATED_KEYS=0 (a cache then reads such a decode append with kv_window_attention).
 bool kv_decode_attention_supported(const KVRowCodec& key_codec, const KVRowCodec& value_codec, const Device& device);
 // Whether a ring's compiled step (kv_encode_positions and kv_decode_attention with `ring`) runs on
-// `device`: always on the CPU; on CUDA with TERN_CUDA_KV_RING_STEPS=1 until those kernels' GPU tests
-// have run (an affine ring then decodes eagerly there).
+// `device`: always on the CPU; on CUDA unless TERN_CUDA_KV_RING_STEPS=0 (an affine ring then decodes
+// eagerly there).
 bool kv_ring_steps_supported(const Device& device);
 
 // Window attention over packed storage (a prefill chunk after a quantized prefix): q [B, Hq, L, D]
@@ -94,12 +93,12 @@ void kv_window_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRow
                          float softcap, int64_t window, bool deferred, Tensor& out);
 }
 namespace tern::cuda {
-// TERN_CUDA_KV_ROTATED_KEYS=1: the fused decode attention reads TurboQuant keys of 4 or 3 bits.
+// Unless TERN_CUDA_KV_ROTATED_KEYS=0: the fused decode attention reads TurboQuant keys of 4 or 3 bits.
 bool kv_decode_reads_rotated_keys();
-// TERN_CUDA_KV_RING_STEPS=1: affine rings take compiled decode steps (ops::kv_ring_steps_supported).
+// Unless TERN_CUDA_KV_RING_STEPS=0: affine rings take compiled decode steps (ops::kv_ring_steps_supported).
 bool kv_ring_steps();
 // Whether kv_window_attention reads q [B, Hq, L, D] over these rows with the tiled packed read (the
-// fused decode kernel over L query positions) rather than a decoded temporary: TERN_CUDA_KV_WINDOW_READ=1,
+// fused decode kernel over L query positions) rather than a decoded temporary: TERN_CUDA_KV_WINDOW_READ not 0,
 // 2 <= L <= 16, head dims 64 or 128, bf16 queries and the codecs and groups the tensor-core decode read takes.
 bool kv_window_tiled(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec, const Tensor& v_rows,
                      const ops::KVRowCodec& value_codec);

@@ -1,8 +1,8 @@
 // TurboQuant KV storage, signature "kv:turboquant:k<K>v<V>" (K in {8, 4, 3}; V in {2, 3, 4, 8}): keys
 // int8 per group of 32 (K = 8) or, as the paper's TurboQuant_mse (K = 4, 3), rotated and Lloyd-Max coded
-// as values are; values rotated and Lloyd-Max coded (tern/ops/turboquant.h). On CUDA, decode appends over
-// keys of 4 or 3 bits are read through a decoded temporary unless the fused decode read takes them
-// (ops::kv_decode_attention_supported: TERN_CUDA_KV_ROTATED_KEYS=1). Two reads, fixed per
+// as values are; values rotated and Lloyd-Max coded (tern/ops/turboquant.h). On CUDA the fused decode
+// read takes keys of 4 or 3 bits too (ops::kv_decode_attention_supported; TERN_CUDA_KV_ROTATED_KEYS=0
+// reads them through a decoded temporary). Two reads, fixed per
 // cache: decoded (values rotated back to their own domain, ordinary attention) or deferred (attention
 // over the still-rotated values, then one inverse rotation per output row; attention is linear in V).
 #pragma once

@@ -128,7 +128,7 @@ TEST_F(CompiledDecode, GemmaRingsAndSharedLayersAreCapturedToo) {
 // keys of 4 bits with their fused read switched on (TERN_CUDA_KV_RING_STEPS and TERN_CUDA_KV_ROTATED_KEYS);
 // each after its bf16-first transition at the prompt.
 TEST_F(CompiledDecode, QuantizedCachesAndAffineRingsAreCapturedToo) {
-  // The switches of the unverified paths, set for this test and put back after it.
+  // The switches of these paths (on by default), set for this test and put back after it.
   struct Switch {
     std::string name, saved;
     bool had;

@@ -436,25 +436,24 @@ TEST_F(CudaKVQuant, WholeCacheMatchesCpu) {
 }
 
 // TurboQuant keys of 4 or 3 bits (encoded and decoded by the value kernels; EncodeBitsIdenticalToCpu
-// and DecodeMatchesCpu cover their bits): whole caches on CUDA read decode appends as windows, or with
-// TERN_CUDA_KV_ROTATED_KEYS=1 by the fused decode attention. Without the switch that read refuses them
-// with one line.
+// and DecodeMatchesCpu cover their bits): whole caches on CUDA read decode appends by the fused decode
+// attention, or as windows with TERN_CUDA_KV_ROTATED_KEYS=0. Switched off, that read refuses them with one line.
 TEST_F(CudaKVQuant, RotatedKeysCachesMatchCpu) {
   ScopedEnv rotated_env("TERN_CUDA_KV_ROTATED_KEYS", nullptr);
-  for (const char* fused : {"", "1"}) {
+  for (const char* fused : {"0", ""}) {
     rotated_env.set(fused);
     for (const char* kind : {"turbo:k4v4", "turbo:k3v3", "turbo:k4v2"})
       for (int64_t start : {0, 200})
         for (bool deferred : {false, true})
           for (int64_t D : {64, 128}) {
-            SCOPED_TRACE(std::string("fused decode read: ") + (*fused ? "on" : "off"));
+            SCOPED_TRACE(std::string("fused decode read: ") + (*fused ? "off" : "on"));
             KVCacheOptions o;
             o.kind = kind;
             o.start = start;
             expect_cache_parity(o, deferred, D);
           }
   }
-  rotated_env.set(nullptr);
+  rotated_env.set("0");
   const KVRowCodec kc{KVRowCodec::turbo_key, 4, 32, 64}, vc{KVRowCodec::turbo_value, 4, 32, 64};
   EXPECT_FALSE(ops::kv_decode_attention_supported(kc, vc, kGpu));
   Tensor krows = Tensor::zeros({3, 1, 2, kc.row_bytes()}, Dtype::u8, kGpu);
@@ -463,7 +462,7 @@ TEST_F(CudaKVQuant, RotatedKeysCachesMatchCpu) {
     ops::kv_decode_attention(randn({1, 2, 1, 64}, 2).to(kGpu), krows, kc, vrows, vc, Tensor(), Tensor(), 1.0f);
     ADD_FAILURE() << "expected an error";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("kv_window_attention reads them there unless TERN_CUDA_KV_ROTATED_KEYS=1"),
+    EXPECT_NE(std::string(e.what()).find("kv_window_attention reads them there when TERN_CUDA_KV_ROTATED_KEYS=0"),
               std::string::npos)
         << e.what();
   }

@@ -372,7 +372,7 @@ TEST(KVQuant, WindowAttentionMatchesDecodeThenMaskedSdpa) {
 
 // Which pairs the fused decode read takes (a cache reads the others' decode appends as windows): every
 // pair on the CPU; on CUDA one head dim of 32-512 for keys and values, and TurboQuant keys of 4 or 3
-// bits only behind TERN_CUDA_KV_ROTATED_KEYS=1 (never in a CPU-only build). Likewise a ring's steps.
+// bits unless TERN_CUDA_KV_ROTATED_KEYS=0 (and never in a CPU-only build). Likewise a ring's steps.
 TEST(KVQuant, DecodeAttentionSupportedByDevice) {
   const Device gpu = Device::cuda(0);
   const KVRowCodec a128{KVRowCodec::affine, 8, 32, 128}, a96{KVRowCodec::affine, 8, 32, 96};
@@ -382,10 +382,19 @@ TEST(KVQuant, DecodeAttentionSupportedByDevice) {
   EXPECT_TRUE(ops::kv_decode_attention_supported(a128, a128, gpu));
   EXPECT_FALSE(ops::kv_decode_attention_supported(a96, a96, gpu));
   EXPECT_FALSE(ops::kv_decode_attention_supported(a128, a96, gpu));
-  if (!std::getenv("TERN_CUDA_KV_ROTATED_KEYS")) EXPECT_FALSE(ops::kv_decode_attention_supported(k4, v4, gpu));
-  // A ring's compiled step: always on the CPU, behind TERN_CUDA_KV_RING_STEPS=1 on CUDA.
+  // A ring's compiled step: always on the CPU, on CUDA unless TERN_CUDA_KV_RING_STEPS=0.
   EXPECT_TRUE(ops::kv_ring_steps_supported(Device::cpu()));
-  if (!std::getenv("TERN_CUDA_KV_RING_STEPS")) EXPECT_FALSE(ops::kv_ring_steps_supported(gpu));
+  // Switched off: the variables are read per call.
+  const char* saved[2] = {std::getenv("TERN_CUDA_KV_ROTATED_KEYS"), std::getenv("TERN_CUDA_KV_RING_STEPS")};
+  const std::string kept[2] = {saved[0] ? saved[0] : "", saved[1] ? saved[1] : ""};
+  setenv("TERN_CUDA_KV_ROTATED_KEYS", "0", 1);
+  setenv("TERN_CUDA_KV_RING_STEPS", "0", 1);
+  EXPECT_FALSE(ops::kv_decode_attention_supported(k4, v4, gpu));
+  EXPECT_TRUE(ops::kv_decode_attention_supported(k4, v4, Device::cpu()));
+  EXPECT_FALSE(ops::kv_ring_steps_supported(gpu));
+  EXPECT_TRUE(ops::kv_ring_steps_supported(Device::cpu()));
+  saved[0] ? setenv("TERN_CUDA_KV_ROTATED_KEYS", kept[0].c_str(), 1) : unsetenv("TERN_CUDA_KV_ROTATED_KEYS");
+  saved[1] ? setenv("TERN_CUDA_KV_RING_STEPS", kept[1].c_str(), 1) : unsetenv("TERN_CUDA_KV_RING_STEPS");
 }
 
 TEST(KVQuant, RejectsBadCodecsAndShapes) {

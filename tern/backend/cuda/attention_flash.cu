@@ -15,8 +15,11 @@ bool flash_eligible(Dtype dt, const SdpaParams& p) {
   if ((p.Lq + kernels::flash_rows<1>() - 1) / kernels::flash_rows<1>() > 65535)
     return false;  // the grid's y dim holds the query blocks
   if (!aligned16(p.q) || !aligned16(p.k) || !aligned16(p.v) || !aligned16(p.out)) return false;
+  // A dim of size 1 is never stepped, so its stride (whatever a view left there) does not matter.
+  const int64_t q_size[3] = {p.B, p.Hq, p.Lq}, kv_size[3] = {p.B, p.Hkv, p.Lk};
   for (int i = 0; i < 3; ++i) {
-    if (p.q_stride[i] % 8 || p.k_stride[i] % 8 || p.v_stride[i] % 8) return false;
+    if ((q_size[i] > 1 && p.q_stride[i] % 8) || (kv_size[i] > 1 && (p.k_stride[i] % 8 || p.v_stride[i] % 8)))
+      return false;
   }
   return true;
 }

@@ -73,20 +73,23 @@ KVEncodeJob encode_job(const Tensor& x, const ops::KVRowCodec& codec, Tensor& ro
 
 }  // namespace
 
-bool kv_decode_reads_rotated_keys() {
-  const char* e = std::getenv("TERN_CUDA_KV_ROTATED_KEYS");
-  return e && std::string(e) == "1";
+namespace {
+
+// The switched reads are on unless their variable is 0 (for benchmarks against the older paths).
+bool switched_on(const char* name) {
+  const char* e = std::getenv(name);
+  return !(e && std::string(e) == "0");
 }
 
-bool kv_ring_steps() {
-  const char* e = std::getenv("TERN_CUDA_KV_RING_STEPS");
-  return e && std::string(e) == "1";
-}
+}  // namespace
+
+bool kv_decode_reads_rotated_keys() { return switched_on("TERN_CUDA_KV_ROTATED_KEYS"); }
+
+bool kv_ring_steps() { return switched_on("TERN_CUDA_KV_RING_STEPS"); }
 
 bool kv_window_tiled(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec, const Tensor& v_rows,
                      const ops::KVRowCodec& value_codec) {
-  const char* e = std::getenv("TERN_CUDA_KV_WINDOW_READ");
-  if (!e || std::string(e) != "1" || q.size(2) < 2 || q.size(2) > kKVMmaWindowMax || key_codec.dim > 128) return false;
+  if (!switched_on("TERN_CUDA_KV_WINDOW_READ") || q.size(2) < 2 || q.size(2) > kKVMmaWindowMax || key_codec.dim > 128) return false;
   if (key_codec.kind == ops::KVRowCodec::turbo_value && !kv_decode_reads_rotated_keys()) return false;
   KVAttnLaunch p;
   p.k_rows = k_rows.data<uint8_t>();
