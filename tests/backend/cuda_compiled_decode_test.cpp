@@ -19,6 +19,7 @@
 #include "tern/ops/reduce.h"
 #include "tern/sample/device_sampler.h"
 #include "tern/state/kv_cache_options.h"
+#include "tests/backend/cuda_test_util.h"
 
 namespace tern {
 namespace {
@@ -129,15 +130,7 @@ TEST_F(CompiledDecode, GemmaRingsAndSharedLayersAreCapturedToo) {
 // each after its bf16-first transition at the prompt.
 TEST_F(CompiledDecode, QuantizedCachesAndAffineRingsAreCapturedToo) {
   // The switches of these paths (on by default), set for this test and put back after it.
-  struct Switch {
-    std::string name, saved;
-    bool had;
-    explicit Switch(const char* n) : name(n), had(std::getenv(n) != nullptr) {
-      if (had) saved = std::getenv(n);
-      setenv(n, "1", 1);
-    }
-    ~Switch() { had ? setenv(name.c_str(), saved.c_str(), 1) : unsetenv(name.c_str()); }
-  } ring("TERN_CUDA_KV_RING_STEPS"), rotated("TERN_CUDA_KV_ROTATED_KEYS");
+  cuda_test::ScopedEnv ring("TERN_CUDA_KV_RING_STEPS", "1"), rotated("TERN_CUDA_KV_ROTATED_KEYS", "1");
   std::unique_ptr<Model> gemma = load_model(data_dir("gemma4"), LoadOptions{Device::cuda(0), Dtype::bf16});
   for (const char* kind : {"affine8", "affine4"}) {
     SCOPED_TRACE(kind);

@@ -20,6 +20,7 @@
 #include "tern/ops/elementwise.h"
 #include "tern/ops/index.h"
 #include "tern/ops/turboquant.h"
+#include "tests/backend/cuda_test_util.h"
 
 namespace tern {
 namespace {
@@ -385,16 +386,11 @@ TEST(KVQuant, DecodeAttentionSupportedByDevice) {
   // A ring's compiled step: always on the CPU, on CUDA unless TERN_CUDA_KV_RING_STEPS=0.
   EXPECT_TRUE(ops::kv_ring_steps_supported(Device::cpu()));
   // Switched off: the variables are read per call.
-  const char* saved[2] = {std::getenv("TERN_CUDA_KV_ROTATED_KEYS"), std::getenv("TERN_CUDA_KV_RING_STEPS")};
-  const std::string kept[2] = {saved[0] ? saved[0] : "", saved[1] ? saved[1] : ""};
-  setenv("TERN_CUDA_KV_ROTATED_KEYS", "0", 1);
-  setenv("TERN_CUDA_KV_RING_STEPS", "0", 1);
+  cuda_test::ScopedEnv rotated("TERN_CUDA_KV_ROTATED_KEYS", "0"), ring("TERN_CUDA_KV_RING_STEPS", "0");
   EXPECT_FALSE(ops::kv_decode_attention_supported(k4, v4, gpu));
   EXPECT_TRUE(ops::kv_decode_attention_supported(k4, v4, Device::cpu()));
   EXPECT_FALSE(ops::kv_ring_steps_supported(gpu));
   EXPECT_TRUE(ops::kv_ring_steps_supported(Device::cpu()));
-  saved[0] ? setenv("TERN_CUDA_KV_ROTATED_KEYS", kept[0].c_str(), 1) : unsetenv("TERN_CUDA_KV_ROTATED_KEYS");
-  saved[1] ? setenv("TERN_CUDA_KV_RING_STEPS", kept[1].c_str(), 1) : unsetenv("TERN_CUDA_KV_RING_STEPS");
 }
 
 TEST(KVQuant, RejectsBadCodecsAndShapes) {

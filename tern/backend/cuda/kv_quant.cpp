@@ -89,18 +89,18 @@ bool kv_ring_steps() { return switched_on("TERN_CUDA_KV_RING_STEPS"); }
 
 bool kv_window_tiled(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec, const Tensor& v_rows,
                      const ops::KVRowCodec& value_codec) {
-  if (!switched_on("TERN_CUDA_KV_WINDOW_READ") || q.size(2) < 2 || q.size(2) > kKVMmaWindowMax || key_codec.dim > 128) return false;
+  if (!switched_on("TERN_CUDA_KV_WINDOW_READ") || q.size(2) < 2 || q.size(2) > kKVMmaWindowMax || key_codec.dim > 128)
+    return false;
   if (key_codec.kind == ops::KVRowCodec::turbo_value && !kv_decode_reads_rotated_keys()) return false;
   KVAttnLaunch p;
   p.k_rows = k_rows.data<uint8_t>();
   p.v_rows = v_rows.data<uint8_t>();
   p.Hq = q.size(1), p.Hkv = k_rows.size(2), p.S = k_rows.size(0);
-  if (p.Hkv <= 0 || p.Hq % p.Hkv != 0 || p.Hq / p.Hkv > 16) return false;
-  const int64_t per = 16 / (p.Hq / p.Hkv), tiles = (q.size(2) + per - 1) / per;
-  if (q.size(0) * tiles > 65535) return false;  // the grid's z: batch rows times position tiles
   p.kc = codec_args(key_codec);
   p.vc = codec_args(value_codec);
-  return kv_mma_attention_supported(q.dtype(), p);
+  if (!kv_mma_attention_supported(q.dtype(), p)) return false;  // it also bounds G = Hq / Hkv to 1-16
+  const int64_t per = 16 / (p.Hq / p.Hkv), tiles = (q.size(2) + per - 1) / per;
+  return q.size(0) * tiles <= 65535;  // the grid's z: batch rows times position tiles
 }
 
 void kv_encode(const Tensor& x_in, const ops::KVRowCodec& codec, Tensor& rows) {
