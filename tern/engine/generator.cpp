@@ -5,6 +5,7 @@
 
 #include "tern/base/timer.h"
 #include "tern/engine/compiled_decode.h"
+#include "tern/engine/prefill.h"
 #include "tern/sample/device_sampler.h"
 
 namespace tern {
@@ -68,11 +69,7 @@ GenerateResult generate(const Model& model, const std::vector<int32_t>& prompt, 
     logits = c.logits;
   }
   r.cached_tokens = done;
-  const int64_t chunk = options.prefill_chunk > 0 ? options.prefill_chunk : n - done;
-  for (int64_t s = done; s < n; s += chunk) {
-    int64_t len = std::min(chunk, n - s);
-    logits = model.forward(ids_tensor(prompt.data() + s, len), caches, false);
-  }
+  if (done < n) logits = prefill(model, ids_tensor(prompt.data() + done, n - done), caches, options.prefill_chunk);
   r.prefill_seconds = t.seconds();
   if (!options.prompt_cache_save.empty())
     save_cache_file(options.prompt_cache_save, options.prompt_cache_identity, prompt, logits, caches);

@@ -4,6 +4,7 @@
 #include <functional>
 #include <vector>
 
+#include "tern/engine/prefill.h"
 #include "tern/models/model.h"
 #include "tern/sample/sampler.h"
 #include "tern/state/cache_file.h"
@@ -14,7 +15,7 @@ struct GenerateOptions {
   int64_t max_tokens = 128;
   SamplingParams sampling;
   std::vector<int32_t> stop_ids;  // generation ends after emitting one of these (it is kept in ids)
-  int64_t prefill_chunk = 0;      // 0: the whole prompt in one forward
+  int64_t prefill_chunk = kDefaultPrefillTokens;  // prompt tokens a forward (tern/engine/prefill.h); 0: all at once
   KVCacheOptions kv;              // the KV storage of the generation caches
   // CUDA: decode through a captured graph (tern/engine/compiled_decode.h) when the model and caches
   // allow it; greedy sampling without penalties or bias then picks tokens on the device.

@@ -9,6 +9,7 @@
 #include "tern/base/parallel.h"
 #include "tern/base/timer.h"
 #include "tern/engine/compiled_decode.h"
+#include "tern/engine/prefill.h"
 #include "tern/ops/graph.h"
 #include "tern/ops/device.h"
 #include "tern/ops/reduce.h"
@@ -43,6 +44,8 @@ int run_bench(int argc, char** argv) {
       .flag("repeats", "N", "timed repeats (the median is reported)", "5")
       .flag("warmup", "N", "untimed warm-up repeats", "1")
       .flag("batch", "N", "sequences decoded side by side (decode tok/s counts all of them)", "1")
+      .flag("prefill-chunk", "N", "at most N tokens (rows x positions) a prefill forward, bounding its memory; "
+            "0 = the whole batch in one forward", std::to_string(kDefaultPrefillTokens))
       .flag("cuda-graphs", "on|off", "CUDA: capture the decode step as a graph and replay it (compiled decode)", "on")
       .flag("temperature", "T", "decode by sampling as generate does instead of greedy; 0 = greedy", "0")
       .flag("top-k", "K", "with --temperature: sample among the K most likely tokens (0 = off)", "0")
@@ -63,6 +66,8 @@ int run_bench(int argc, char** argv) {
              "[bench] expected --prompt-tokens, --gen-tokens, --repeats, --batch >= 1 and --warmup >= 0");
   const std::string graphs = a.get("cuda-graphs");
   TERN_CHECK(graphs == "on" || graphs == "off", "[bench] expected --cuda-graphs on or off, got '{}'", graphs);
+  const int64_t chunk = a.get_int("prefill-chunk");
+  TERN_CHECK(chunk >= 0, "[bench] expected --prefill-chunk >= 0, got {}", chunk);
   const KVCacheOptions kv = kv_cache_options(a);
   LoadOptions opt = runtime_options(a, kv);
   Timer load_timer;
@@ -85,7 +90,7 @@ int run_bench(int argc, char** argv) {
 
   // decode: whole decode phases. steady: the same without the compiled decoder's one-time steps (its first
   // step, run eagerly, and each step that captured a graph for a new span bucket); setup_ms: those steps.
-  std::vector<double> prefill, decode, steady, setup_ms;
+  std::vector<double> prefill_rate, decode, steady, setup_ms;
   const char* in_order = std::getenv("TERN_BENCH_IN_ORDER");
   const bool ahead = !(in_order && std::string(in_order) == "1");
   bool compiled_used = false;
@@ -93,7 +98,7 @@ int run_bench(int argc, char** argv) {
     CacheList caches = model.make_caches(kv);
     Tensor ids = random_ids(B, P, vocab, 1234 + r);
     Timer t;
-    Tensor logits = model.forward(ids, caches, false);  // [B, 1, V] on the CPU: prefill ends with a sync
+    Tensor logits = prefill(model, ids, caches, chunk);  // [B, 1, V] on the CPU: prefill ends with a sync
     double tp = t.seconds();
     t.reset();
     // Each step's ids reach the host before the next step, as in generation: the device argmax, or
@@ -153,7 +158,7 @@ int run_bench(int argc, char** argv) {
       sampled_rows += d.device_calls();
     }
     if (r >= warm) {
-      prefill.push_back(B * P / tp);
+      prefill_rate.push_back(B * P / tp);
       decode.push_back(B * G / td);
       if (G > setup_steps) steady.push_back(B * (G - setup_steps) / (td - setup));
       setup_ms.push_back(setup * 1e3);
@@ -168,6 +173,7 @@ int run_bench(int argc, char** argv) {
                         {"repeats", reps},
                         {"kv_cache", kv.kind},
                         {"batch", B},
+                        {"prefill_chunk_positions", prefill_positions(B, P, chunk)},
                         {"compiled_decode", compiled_used},
                         {"decode_sampling", sampled ? nlohmann::json{{"temperature", a.get_double("temperature")},
                                                                      {"top_k", sampling.top_k},
@@ -177,10 +183,10 @@ int run_bench(int argc, char** argv) {
                                                                      {"device_rows", sampled_rows},
                                                                      {"full_row_copies", full_row_copies}}
                                                     : nlohmann::json("greedy")},
-                        {"prefill_tokens_per_second", median(prefill)},
+                        {"prefill_tokens_per_second", median(prefill_rate)},
                         {"decode_tokens_per_second", median(decode)},
-                        {"prefill_min", *std::min_element(prefill.begin(), prefill.end())},
-                        {"prefill_max", *std::max_element(prefill.begin(), prefill.end())},
+                        {"prefill_min", *std::min_element(prefill_rate.begin(), prefill_rate.end())},
+                        {"prefill_max", *std::max_element(prefill_rate.begin(), prefill_rate.end())},
                         {"decode_min", *std::min_element(decode.begin(), decode.end())},
                         {"decode_max", *std::max_element(decode.begin(), decode.end())},
                         {"decode_setup_ms", median(setup_ms)},
@@ -190,8 +196,10 @@ int run_bench(int argc, char** argv) {
     return 0;
   }
   std::printf("model    %s on %s (loaded in %.2f s)\n", m.dir.c_str(), device.c_str(), load_seconds);
-  std::printf("prefill  %lld tokens per row: %.1f tok/s (median of %lld; min %.1f, max %.1f)\n", (long long)P, median(prefill),
-              (long long)reps, out["prefill_min"].get<double>(), out["prefill_max"].get<double>());
+  const int64_t per_forward = prefill_positions(B, P, chunk);
+  const std::string chunks = per_forward < P ? fmt::format(" in forwards of {} positions", per_forward) : "";
+  std::printf("prefill  %lld tokens per row%s: %.1f tok/s (median of %lld; min %.1f, max %.1f)\n", (long long)P,
+              chunks.c_str(), median(prefill_rate), (long long)reps, out["prefill_min"].get<double>(), out["prefill_max"].get<double>());
   const std::string how =
       sampled ? fmt::format(", sampled by the {} sampler (temperature {}, top-k {}, top-p {}, min-p {}; {} of {} device "
                             "rows copied whole)",

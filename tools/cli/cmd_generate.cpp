@@ -48,7 +48,8 @@ int run_generate(int argc, char** argv) {
       .flag("presence-penalty", "X", "subtract X from logits of tokens already seen")
       .flag("frequency-penalty", "X", "subtract X times the count of each seen token")
       .flag("seed", "S", "random seed: same seed and inputs give the same tokens", "0")
-      .flag("prefill-chunk", "N", "feed the prompt N tokens at a time (0 = all at once)", "0")
+      .flag("prefill-chunk", "N", "feed the prompt N tokens a forward, bounding prefill memory (0 = all at once)",
+            std::to_string(kDefaultPrefillTokens))
       .flag("chat", "", "wrap PROMPT as a user message in the model's chat template (with the generation prompt)")
       .flag("json", "", "print one JSON object at the end (ids, text, timings) instead of streaming")
       .flag("prompt-cache", "FILE",
@@ -81,6 +82,7 @@ int run_generate(int argc, char** argv) {
   opt.sampling = sampling_from(a, m.generation);
   opt.stop_ids = m.generation.eos_token_ids;
   opt.prefill_chunk = a.get_int("prefill-chunk");
+  TERN_CHECK(opt.prefill_chunk >= 0, "[generate] expected --prefill-chunk >= 0, got {}", opt.prefill_chunk);
   opt.kv = kv;
   TERN_CHECK(a.get("cuda-graphs") == "on" || a.get("cuda-graphs") == "off",
              "[generate] expected --cuda-graphs on or off, got '{}'", a.get("cuda-graphs"));
