@@ -2,6 +2,7 @@
 #include "tern/engine/prefill.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "tern/base/error.h"
 
@@ -14,6 +15,19 @@ int64_t prefill_positions(int64_t rows, int64_t positions, int64_t max_tokens) {
   return std::clamp<int64_t>(max_tokens / rows, 1, positions);
 }
 
+namespace {
+// Positions until the first cache's precision transition (bf16-first storage, --kv-start S), when that
+// is more than one: a chunk then ends exactly there, so the positions read unquantized are the first S
+// whatever the budget. A transition due at the next append (S = 0: the first append is always read
+// unquantized, then converts) does not shorten the chunk.
+int64_t transition_room(const CacheList& caches) {
+  int64_t room = std::numeric_limits<int64_t>::max();
+  for (const auto& c : caches)
+    if (c && c->max_append_tokens() > 1) room = std::min(room, c->max_append_tokens());
+  return room;
+}
+}  // namespace
+
 Tensor prefill(const Model& model, const Tensor& ids, CacheList& caches, int64_t max_tokens) {
   TERN_CHECK(ids.rank() == 2 && ids.dtype() == Dtype::i32, "[prefill] expected ids [B, P] i32, got {} {}",
              shape_str(ids.shape()), dtype_name(ids.dtype()));
@@ -21,8 +35,11 @@ Tensor prefill(const Model& model, const Tensor& ids, CacheList& caches, int64_t
   const int64_t chunk = prefill_positions(B, P, max_tokens);
   if (chunk == P) return model.forward(ids, caches, false);
   Tensor logits;
-  for (int64_t s = 0; s < P; s += chunk)
-    logits = model.forward(ids.narrow(1, s, std::min(chunk, P - s)).contiguous(), caches, false);
+  for (int64_t s = 0; s < P;) {
+    const int64_t len = std::min({chunk, P - s, transition_room(caches)});
+    logits = model.forward(ids.narrow(1, s, len).contiguous(), caches, false);
+    s += len;
+  }
   return logits;
 }
 

@@ -58,6 +58,38 @@ TEST_P(ChunkedPrefill, EqualsOneForwardAndTheCachesContinueAlike) {
   EXPECT_LT(max_abs_diff(model->forward(next, whole, false), model->forward(next, chunked, false)), 2e-4f);
 }
 
+// With --kv-start S a chunk ends at S: the chunked prefill is the forward of the first S positions
+// followed by chunks of the budget, bit for bit, whatever chunk the budget alone would have cut.
+TEST(Prefill, ChunksEndWhereTheBf16FirstTransitionFalls) {
+  auto model = load_model(std::string(TERN_TEST_DATA) + "/models/qwen3");
+  KVCacheOptions kv;
+  kv.kind = "affine8";
+  kv.group = 32;
+  kv.start = 10;
+  const int64_t P = 37, V = model->vocab_size();
+  std::vector<int32_t> v(P);
+  for (int64_t i = 0; i < P; ++i) v[i] = static_cast<int32_t>((i * 7919 + 3) % V);
+  const Tensor ids = Tensor::from_vector(v, {1, P});
+  CacheList chunked = model->make_caches(kv), by_hand = model->make_caches(kv);
+  const Tensor a = prefill(*model, ids, chunked, 16);  // 10, then 16 and 11
+  model->forward(ids.narrow(1, 0, 10).contiguous(), by_hand, false);
+  model->forward(ids.narrow(1, 10, 16).contiguous(), by_hand, false);
+  const Tensor b = model->forward(ids.narrow(1, 26, 11).contiguous(), by_hand, false);
+  EXPECT_EQ(max_abs_diff(a, b), 0.0f);
+  // Without the cut the first chunk would be read unquantized up to position 16: other numbers.
+  CacheList uncut = model->make_caches(kv);
+  model->forward(ids.narrow(1, 0, 16).contiguous(), uncut, false);
+  model->forward(ids.narrow(1, 16, 16).contiguous(), uncut, false);
+  EXPECT_GT(max_abs_diff(a, model->forward(ids.narrow(1, 32, 5).contiguous(), uncut, false)), 0.0f);
+  // S = 0 converts after the first append whatever its length: no one-position first chunk.
+  kv.start = 0;
+  CacheList zero = model->make_caches(kv), zero_by_hand = model->make_caches(kv);
+  const Tensor c = prefill(*model, ids, zero, 16);
+  model->forward(ids.narrow(1, 0, 16).contiguous(), zero_by_hand, false);
+  model->forward(ids.narrow(1, 16, 16).contiguous(), zero_by_hand, false);
+  EXPECT_EQ(max_abs_diff(c, model->forward(ids.narrow(1, 32, 5).contiguous(), zero_by_hand, false)), 0.0f);
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, ChunkedPrefill,
                          ::testing::Values("qwen3", "llama", "qwen3_moe", "qwen3_5", "qwen3_5_moe", "gemma4",
                                            "gemma4_moe"));
