@@ -33,12 +33,14 @@ Tensor prefill(const Model& model, const Tensor& ids, CacheList& caches, int64_t
              shape_str(ids.shape()), dtype_name(ids.dtype()));
   const int64_t B = ids.size(0), P = ids.size(1);
   const int64_t chunk = prefill_positions(B, P, max_tokens);
-  if (chunk == P) return model.forward(ids, caches, false);
+  if (max_tokens <= 0) return model.forward(ids, caches, false);
   Tensor logits;
   for (int64_t s = 0; s < P;) {
-    const int64_t len = std::min({chunk, P - s, transition_room(caches)});
-    logits = model.forward(ids.narrow(1, s, len).contiguous(), caches, false);
-    s += len;
+    // Chunks end at multiples of `chunk` positions, and at a transition between them.
+    const int64_t room = transition_room(caches);
+    const int64_t end = std::min({(s / chunk + 1) * chunk, P, room < P - s ? s + room : P});
+    logits = model.forward(ids.narrow(1, s, end - s).contiguous(), caches, false);
+    s = end;
   }
   return logits;
 }

@@ -62,6 +62,33 @@ Tensor sum(const Tensor& x, int64_t dim, bool keepdim) { return reduce_op(x, dim
 Tensor mean(const Tensor& x, int64_t dim, bool keepdim) { return reduce_op(x, dim, keepdim, ReduceOp::mean, "mean"); }
 Tensor max(const Tensor& x, int64_t dim, bool keepdim) { return reduce_op(x, dim, keepdim, ReduceOp::max, "max"); }
 
+Tensor token_logprobs(const Tensor& logits, const Tensor& targets) {
+  check_float(logits, "token_logprobs");
+  TERN_CHECK(logits.rank() == 2, "[token_logprobs] expected logits [rows, vocab], got shape {}",
+             shape_str(logits.shape()));
+  const int64_t rows = logits.size(0), vocab = logits.size(1);
+  TERN_CHECK(targets.defined() && targets.dtype() == Dtype::i32 && targets.device().is_cpu() &&
+                 targets.shape() == Shape{rows},
+             "[token_logprobs] expected targets i32 [{}] on the cpu, got {} {} on {}", rows,
+             targets.defined() ? dtype_name(targets.dtype()) : "undefined", shape_str(targets.shape()),
+             targets.device().str());
+  TERN_CHECK(vocab > 0 && vocab <= std::numeric_limits<int32_t>::max(),
+             "[token_logprobs] expected a vocab of 1 to 2^31 - 1 entries, got {}", vocab);
+  const Tensor t = targets.contiguous();
+  for (int64_t r = 0; r < rows; ++r) {
+    const int32_t id = t.data<int32_t>()[r];
+    TERN_CHECK(id >= 0 && id < vocab, "[token_logprobs] expected targets in [0, {}), got {} at row {}", vocab, id, r);
+  }
+  Tensor out = Tensor::empty({rows}, Dtype::f32, logits.device());
+  if (rows == 0) return out;
+  if (logits.device().is_cpu()) {
+    cpu::token_logprobs(logits.contiguous(), t, out);
+  } else {
+    cuda::token_logprobs(logits.contiguous(), t.to(logits.device()), out);
+  }
+  return out;
+}
+
 Tensor argmax(const Tensor& x, int64_t dim) {
   check_float(x, "argmax");
   const int d = normalize_dim(dim, x.rank(), "argmax");

@@ -44,6 +44,11 @@ Tensor draw_index(const Tensor& logits, const Tensor& max_logit, const Tensor& u
 // sampler checks). A max that is not finite returns the row unchanged (the caller checks the max).
 Tensor top_p_mask(const Tensor& logits, const Tensor& max_logit, float top_p, float min_gap = -INFINITY);
 
+// Teacher-forced log-probabilities: out[r] = x[r, targets[r]] - log(sum_i exp(x[r, i])) for logits
+// [R, V] (any float dtype, read in f32) and targets i32 [R] on the CPU, each in [0, V); f32 [R] on the
+// logits' device. Only R numbers leave the device (tern score).
+Tensor token_logprobs(const Tensor& logits, const Tensor& targets);
+
 enum class ReduceOp { sum, mean, max };
 
 }  // namespace tern::ops
@@ -54,6 +59,8 @@ void softmax(const Tensor& x, int dim, bool log, Tensor& out);
 void reduce(const Tensor& x, int dim, ops::ReduceOp op, Tensor& out);
 void argmax(const Tensor& x, int dim, Tensor& out);
 void greedy_choice(const Tensor& logits, Tensor& ids, Tensor& logprobs);
+// logits [R, V] contiguous, targets i32 [R] on the logits' device, out f32 [R].
+void token_logprobs(const Tensor& logits, const Tensor& targets, Tensor& out);
 void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices);
 void draw_index(const Tensor& logits, float max_logit, float u, Tensor& out);
 void top_p_mask(const Tensor& logits, float max_logit, float top_p, float min_gap, Tensor& out);
@@ -63,6 +70,7 @@ void softmax(const Tensor& x, int dim, bool log, Tensor& out);
 void reduce(const Tensor& x, int dim, ops::ReduceOp op, Tensor& out);
 void argmax(const Tensor& x, int dim, Tensor& out);
 void greedy_choice(const Tensor& logits, Tensor& ids, Tensor& logprobs);
+void token_logprobs(const Tensor& logits, const Tensor& targets, Tensor& out);
 void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices);
 // u_dev: u on the device instead of u (nullptr: none).
 void draw_index(const Tensor& logits, const Tensor& max_logit, float u, const Tensor* u_dev, Tensor& out);

@@ -1,4 +1,5 @@
-// score_tokens: log-softmax in double over each position's logits, accumulated per chunk.
+// score_tokens: each position's log-probability of the next token (ops::token_logprobs, on the logits'
+// device), summed in double per chunk.
 #include "tern/train/perplexity.h"
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <cstring>
 
 #include "tern/base/timer.h"
+#include "tern/ops/reduce.h"
 
 namespace tern {
 
@@ -28,19 +30,18 @@ ScoreResult score_tokens(const Model& model, const std::vector<int32_t>& ids, in
     const int64_t len = std::min(step, n - s);
     Tensor in = Tensor::empty({1, len}, Dtype::i32);
     std::copy(ids.begin() + s, ids.begin() + s + len, in.data<int32_t>());
-    Tensor logits = model.forward(in, caches, true).contiguous();  // [1, len, vocab]
-    const float* lp = logits.data<float>();
-    for (int64_t i = 0; i < len; ++i) {
-      const float* row = lp + i * vocab;
-      if (keep_logits) std::memcpy(r.logits.data<float>() + (s + i) * vocab, row, vocab * sizeof(float));
-      const int64_t pos = s + i;
-      if (pos + 1 >= n) continue;
-      double mx = row[0];
-      for (int64_t v = 1; v < vocab; ++v) mx = std::max(mx, static_cast<double>(row[v]));
-      double sum = 0;
-      for (int64_t v = 0; v < vocab; ++v) sum += std::exp(row[v] - mx);
-      total += (std::log(sum) + mx) - row[ids[pos + 1]];
+    // Logits stay on the model's device; only each position's log-probability of the next token leaves it.
+    const Tensor rows = model.forward_device(in, caches, true).reshape({len, vocab});
+    if (keep_logits) {
+      const Tensor h = rows.to(Device::cpu()).contiguous();
+      std::memcpy(r.logits.data<float>() + s * vocab, h.data<float>(), len * vocab * sizeof(float));
     }
+    const int64_t scored = std::min(len, n - 1 - s);  // positions with a next token
+    if (scored <= 0) continue;
+    Tensor next = Tensor::empty({scored}, Dtype::i32);
+    std::copy(ids.begin() + s + 1, ids.begin() + s + 1 + scored, next.data<int32_t>());
+    const Tensor lp = ops::token_logprobs(rows.narrow(0, 0, scored), next).to(Device::cpu());
+    for (int64_t i = 0; i < scored; ++i) total -= lp.data<float>()[i];
   }
   r.nll = total / static_cast<double>(n - 1);
   r.perplexity = std::exp(r.nll);

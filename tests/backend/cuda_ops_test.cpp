@@ -325,6 +325,28 @@ TEST_F(CudaOps, SoftmaxAndReductions) {
   }
 }
 
+// Teacher-forced log-probabilities (tern score) on the GPU against the CPU's double log-sum-exp: one row
+// to many, vocab sizes up to Qwen3's and Gemma's, f32 and bf16 logits, targets anywhere in the row.
+TEST_F(CudaOps, TokenLogprobsMatchCpu) {
+  for (Dtype dt : kFloat) {
+    for (Shape s : {Shape{1, 5}, Shape{7, 1000}, Shape{300, 4099}, Shape{3, 151936}, Shape{2, 262144}}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(s));
+      Tensor x = randn(s, dt, 23, 4.0f);
+      std::vector<int32_t> t(static_cast<size_t>(s[0]));
+      for (size_t r = 0; r < t.size(); ++r) t[r] = static_cast<int32_t>((r * 7919 + 13) % s[1]);
+      t.back() = static_cast<int32_t>(s[1] - 1);
+      const Tensor ids = Tensor::from_vector(t, {s[0]});
+      const Tensor c = ops::token_logprobs(x, ids), g = ops::token_logprobs(x.to(kGpu), ids);
+      ASSERT_TRUE(g.device().is_cuda());
+      const Tensor gh = g.to(Device::cpu());
+      for (int64_t r = 0; r < s[0]; ++r) {
+        const float want = c.data<float>()[r];
+        EXPECT_NEAR(gh.data<float>()[r], want, 2e-5f * std::max(1.0f, std::fabs(want))) << "row " << r;
+      }
+    }
+  }
+}
+
 // The two-stage top-k of long rows (kernels/topk.cuh) on what decides its ranks: many ties (values
 // on a coarse grid), NaN (first), +-inf, -0 beside +0, a row of -inf with a few numbers, a constant
 // row; k up to 1024, several slices and a short last one. The CPU's order, value and index.

@@ -58,8 +58,8 @@ TEST_P(ChunkedPrefill, EqualsOneForwardAndTheCachesContinueAlike) {
   EXPECT_LT(max_abs_diff(model->forward(next, whole, false), model->forward(next, chunked, false)), 2e-4f);
 }
 
-// With --kv-start S a chunk ends at S: the chunked prefill is the forward of the first S positions
-// followed by chunks of the budget, bit for bit, whatever chunk the budget alone would have cut.
+// With --kv-start S a chunk also ends at S: the chunked prefill is the forward of the first S positions,
+// then the rest cut at the budget's multiples, bit for bit.
 TEST(Prefill, ChunksEndWhereTheBf16FirstTransitionFalls) {
   auto model = load_model(std::string(TERN_TEST_DATA) + "/models/qwen3");
   KVCacheOptions kv;
@@ -71,10 +71,11 @@ TEST(Prefill, ChunksEndWhereTheBf16FirstTransitionFalls) {
   for (int64_t i = 0; i < P; ++i) v[i] = static_cast<int32_t>((i * 7919 + 3) % V);
   const Tensor ids = Tensor::from_vector(v, {1, P});
   CacheList chunked = model->make_caches(kv), by_hand = model->make_caches(kv);
-  const Tensor a = prefill(*model, ids, chunked, 16);  // 10, then 16 and 11
+  const Tensor a = prefill(*model, ids, chunked, 16);  // 10, then up to 16 and 32, then 5
   model->forward(ids.narrow(1, 0, 10).contiguous(), by_hand, false);
-  model->forward(ids.narrow(1, 10, 16).contiguous(), by_hand, false);
-  const Tensor b = model->forward(ids.narrow(1, 26, 11).contiguous(), by_hand, false);
+  model->forward(ids.narrow(1, 10, 6).contiguous(), by_hand, false);
+  model->forward(ids.narrow(1, 16, 16).contiguous(), by_hand, false);
+  const Tensor b = model->forward(ids.narrow(1, 32, 5).contiguous(), by_hand, false);
   EXPECT_EQ(max_abs_diff(a, b), 0.0f);
   // Without the cut the first chunk would be read unquantized up to position 16: other numbers.
   CacheList uncut = model->make_caches(kv);

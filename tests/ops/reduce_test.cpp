@@ -216,6 +216,45 @@ TEST(GreedyChoice, FirstMaxAndItsLogProbability) {
   EXPECT_THROW(ops::greedy_choice(x, lp, ids), Error);
 }
 
+// Teacher-forced log-probabilities against a naive log-sum-exp in double over the row as the dtype
+// holds it: several vocab sizes, f32 and bf16, a row of -inf but its target, and bad targets.
+TEST(TokenLogprobs, TargetLogitMinusTheRowsLogSumExp) {
+  for (Dtype dt : {Dtype::f32, Dtype::bf16}) {
+    for (int64_t n : {1, 9, 1000, 40000}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " n " + std::to_string(n));
+      const int64_t rows = 4;
+      Tensor x = random({rows, n}, dt, static_cast<uint32_t>(n) + 5, -8.0f, 8.0f);
+      std::vector<int32_t> t(rows);
+      std::mt19937 rng(static_cast<uint32_t>(n));
+      for (auto& id : t) id = static_cast<int32_t>(rng() % n);
+      const Tensor lp = ops::token_logprobs(x, Tensor::from_vector(t, {rows}));
+      ASSERT_EQ(lp.shape(), Shape{rows});
+      ASSERT_EQ(lp.dtype(), Dtype::f32);
+      const std::vector<float> xs = x.to_f32_vector();
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* row = xs.data() + r * n;
+        const double m = *std::max_element(row, row + n);
+        double z = 0.0;
+        for (int64_t i = 0; i < n; ++i) z += std::exp(static_cast<double>(row[i]) - m);
+        const double want = row[t[r]] - m - std::log(z);
+        EXPECT_NEAR(lp.data<float>()[r], want, 1e-6 * std::max(1.0, std::fabs(want)));
+      }
+    }
+  }
+  // One finite logit in a row of -inf: probability 1 for it.
+  std::vector<float> v(50, -kInf);
+  v[17] = 3.0f;
+  EXPECT_EQ(ops::token_logprobs(Tensor::from_vector(v, {1, 50}), Tensor::from_vector(std::vector<int32_t>{17}, {1}))
+                .data<float>()[0],
+            0.0f);
+  const Tensor x = random({2, 5}, Dtype::f32, 3);
+  EXPECT_THROW(ops::token_logprobs(x, Tensor::from_vector(std::vector<int32_t>{0, 5}, {2})), Error);   // past the vocab
+  EXPECT_THROW(ops::token_logprobs(x, Tensor::from_vector(std::vector<int32_t>{-1, 0}, {2})), Error);  // negative
+  EXPECT_THROW(ops::token_logprobs(x, Tensor::from_vector(std::vector<int32_t>{0}, {1})), Error);      // one per row
+  EXPECT_THROW(ops::token_logprobs(x, Tensor::zeros({2}, Dtype::f32)), Error);                          // i32 ids
+  EXPECT_THROW(ops::token_logprobs(random({2, 5, 1}, Dtype::f32, 3), Tensor::zeros({2}, Dtype::i32)), Error);
+}
+
 // Reference top-k of one row: indices sorted by value descending, ties by lower index.
 std::vector<int> ref_topk(const std::vector<float>& row, int64_t k) {
   std::vector<int> idx(row.size());

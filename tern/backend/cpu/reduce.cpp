@@ -244,6 +244,26 @@ void greedy_choice(const Tensor& logits, Tensor& ids, Tensor& logprobs) {
   });
 }
 
+void token_logprobs(const Tensor& logits, const Tensor& targets, Tensor& out) {
+  const int64_t rows = logits.size(0), n = logits.size(1);
+  const int32_t* pt = targets.data<int32_t>();
+  float* po = out.data<float>();
+  detail::dispatch_float(logits.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = logits.data<T>();
+    parallel_for(rows, 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) {
+        const T* x = px + r * n;
+        double m = -std::numeric_limits<double>::infinity();
+        for (int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(static_cast<float>(x[i])));
+        double z = 0.0;  // a row of -inf: log(0) - (-inf), NaN as the device gives
+        for (int64_t i = 0; i < n; ++i) z += std::exp(static_cast<double>(static_cast<float>(x[i])) - m);
+        po[r] = static_cast<float>(static_cast<double>(static_cast<float>(x[pt[r]])) - m - std::log(z));
+      }
+    });
+  });
+}
+
 void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices) {
   detail::dispatch_float(x.dtype(), [&](auto tag) { topk_typed<decltype(tag)>(x, k, dim, values, indices); });
 }

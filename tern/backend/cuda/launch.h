@@ -100,6 +100,9 @@ void launch_reduce(Dtype dt, int op, const void* x, void* out, int64_t outer, in
 size_t argmax_workspace_bytes(int64_t lines, int64_t n);
 void launch_argmax(Dtype dt, const void* x, int32_t* out, int64_t outer, int64_t n, int64_t inner, void* workspace,
                    cudaStream_t s);
+// ops::token_logprobs of rows [rows, n] in dt: one block a row.
+void launch_token_logprobs(Dtype dt, const void* x, int64_t rows, int64_t n, const int32_t* targets, float* out,
+                           cudaStream_t s);
 // ops::greedy_choice of f32 rows [lines, n]; workspace: greedy_workspace_bytes(lines, n) bytes (0: none needed).
 size_t greedy_workspace_bytes(int64_t lines, int64_t n);
 void launch_greedy_choice(const float* x, int64_t lines, int64_t n, void* workspace, int32_t* ids, float* logprobs,

@@ -72,6 +72,12 @@ void greedy_choice(const Tensor& logits, Tensor& ids, Tensor& logprobs) {
                        ids.data<int32_t>(), logprobs.data<float>(), stream());
 }
 
+void token_logprobs(const Tensor& logits, const Tensor& targets, Tensor& out) {
+  check_cuda(logits, "token_logprobs");
+  launch_token_logprobs(logits.dtype(), logits.data_ptr(), logits.size(0), logits.size(1), targets.data<int32_t>(),
+                        out.data<float>(), stream());
+}
+
 void topk(const Tensor& x, int64_t k, int dim, Tensor& values, Tensor& indices) {
   check_cuda(x, "topk");
   if (values.numel() == 0) return;

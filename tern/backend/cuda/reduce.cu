@@ -98,6 +98,15 @@ void launch_argmax(Dtype dt, const void* x, int32_t* out, int64_t outer, int64_t
   });
 }
 
+void launch_token_logprobs(Dtype dt, const void* x, int64_t rows, int64_t n, const int32_t* targets, float* out,
+                           cudaStream_t s) {
+  dispatch_float(dt, [&](auto tag) {
+    using T = decltype(tag);
+    launch_kernel(kernels::token_logprob_kernel<T>, static_cast<unsigned>(rows), row_threads(n), 0, s,
+                  static_cast<const T*>(x), n, targets, out);
+  });
+}
+
 size_t greedy_workspace_bytes(int64_t lines, int64_t n) {
   const int c = row_chunks(lines, n);
   return c > 1 ? static_cast<size_t>(lines * c) * sizeof(kernels::GreedyPart) : 0;

@@ -249,6 +249,22 @@ __global__ void argmax_final_kernel(const float* __restrict__ best_v, const int6
   if (threadIdx.x == 0) out[line] = static_cast<int32_t>(bi == INT64_MAX ? 0 : bi);
 }
 
+// ops::token_logprobs: block r reads row r of x [R, n] and writes x[r, t_r] - m - log(sum_i exp(x[r, i] - m)),
+// m the row's max (a row of -inf gives NaN, as the CPU).
+template <typename T>
+__global__ void token_logprob_kernel(const T* __restrict__ x, int64_t n, const int32_t* __restrict__ targets,
+                                     float* __restrict__ out) {
+  grid_dependency_wait();
+  const T* xr = x + blockIdx.x * n;
+  float m = -INFINITY;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, to_f32(xr[i]));
+  m = block_max(m);
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += expf(to_f32(xr[i]) - m);
+  s = block_sum(s);
+  if (threadIdx.x == 0) out[blockIdx.x] = to_f32(xr[targets[blockIdx.x]]) - m - logf(s);
+}
+
 // ops::greedy_choice of f32 rows: block (line, chunk) finds the best (value, index) of its chunk of
 // n/chunks logits and the sum of exp(x - that value) over the chunk. With one chunk a line (gridDim.y ==
 // 1) it writes the line's id and log-probability itself; else it writes its part and
