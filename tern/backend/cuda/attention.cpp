@@ -131,7 +131,8 @@ bool run_sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float 
     // Where 2-8 splits of a kv head can run as one thread-block cluster (sm_90, value dims <= 128) they
     // merge through distributed shared memory instead: no partials in global memory, no fence, no
     // counter. A span of up to 512 keys then takes a split per 64 keys (one 16-key tile a warp) within
-    // one wave. TERN_CUDA_DECODE_CLUSTER=0 keeps the global merge (for benchmarks and tests).
+    // one wave. TERN_CUDA_DECODE_CLUSTER=0 keeps the global merge (for benchmarks and tests), =2 takes
+    // clusters at longer spans too.
     const int64_t heads = p.B * p.Hkv, sms = device_props().multiProcessorCount;
     const char* forced = std::getenv("TERN_CUDA_DECODE_SPLITS");
     const char* cluster_env = std::getenv("TERN_CUDA_DECODE_CLUSTER");
@@ -149,7 +150,12 @@ bool run_sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float 
       else if (p.Lk <= 256) want = 1;
       splits = std::clamp<int64_t>(std::min(want, p.Lk / 128), 1, 64);
     }
-    p.cluster_splits = cluster_ok && splits >= 2 && splits <= kDecodeClusterSplits;
+    // Past 512 keys the global merge measured faster (bf16, 32k keys, batch 8, 6 splits: 347.2 against
+    // 323.3 tok/s on an H100, 2026-12-05): a cluster's blocks all wait for its slowest, and long splits
+    // differ more. Forced split counts (tests) and TERN_CUDA_DECODE_CLUSTER=2 take clusters there too.
+    const bool long_clusters = forced || (cluster_env && std::strcmp(cluster_env, "2") == 0);
+    p.cluster_splits =
+        cluster_ok && splits >= 2 && splits <= kDecodeClusterSplits && (p.Lk <= 512 || long_clusters);
     Tensor workspace;
     if (splits > 1 && !p.cluster_splits) workspace = Tensor::empty({splits, rows, p.Dv + 2}, Dtype::f32, q.device());
     // The last split of each kv head merges the partials itself, unless TERN_CUDA_DECODE_COMBINE=launch.
