@@ -150,12 +150,14 @@ bool run_sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float 
       else if (p.Lk <= 256) want = 1;
       splits = std::clamp<int64_t>(std::min(want, p.Lk / 128), 1, 64);
     }
-    // Past 512 keys the global merge measured faster (bf16, 32k keys, batch 8, 6 splits: 347.2 against
-    // 323.3 tok/s on an H100, 2026-12-05): a cluster's blocks all wait for its slowest, and long splits
-    // differ more. Forced split counts (tests) and TERN_CUDA_DECODE_CLUSTER=2 take clusters there too.
+    // Splits of more than 256 keys merge globally: with 6 splits of 5,461 keys (bf16, 32k keys, batch 8)
+    // the global merge measured 347.2 tok/s against the cluster's 323.3 (H100, 2026-12-05) -- a
+    // cluster's blocks all wait for its slowest -- while splits of at most 144 keys (batch 1 up to 1,151
+    // keys) are where clusters were measured faster. The 256 between is not measured. Forced split
+    // counts (tests) and TERN_CUDA_DECODE_CLUSTER=2 take clusters whatever the split length.
     const bool long_clusters = forced || (cluster_env && std::strcmp(cluster_env, "2") == 0);
     p.cluster_splits =
-        cluster_ok && splits >= 2 && splits <= kDecodeClusterSplits && (p.Lk <= 512 || long_clusters);
+        cluster_ok && splits >= 2 && splits <= kDecodeClusterSplits && (p.Lk <= 256 * splits || long_clusters);
     Tensor workspace;
     if (splits > 1 && !p.cluster_splits) workspace = Tensor::empty({splits, rows, p.Dv + 2}, Dtype::f32, q.device());
     // The last split of each kv head merges the partials itself, unless TERN_CUDA_DECODE_COMBINE=launch.
