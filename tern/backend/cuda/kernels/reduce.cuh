@@ -7,17 +7,24 @@ namespace tern::cuda::kernels {
 
 enum ReduceCode { kSum = 0, kMean = 1, kMax = 2 };
 
+// A row's max m and sum of exp(x - m) over the block; every thread gets both.
+template <typename T>
+__device__ __forceinline__ void block_row_max_sum(const T* __restrict__ xr, int64_t n, float& m, float& s) {
+  m = -INFINITY;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, to_f32(xr[i]));
+  m = block_max(m);
+  s = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += expf(to_f32(xr[i]) - m);
+  s = block_sum(s);
+}
+
 template <typename T>
 __global__ void softmax_rows_kernel(const T* __restrict__ x, T* __restrict__ out, int64_t n, bool log) {
   grid_dependency_wait();
   const T* xr = x + blockIdx.x * n;
   T* yr = out + blockIdx.x * n;
-  float m = -INFINITY;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, to_f32(xr[i]));
-  m = block_max(m);
-  float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += expf(to_f32(xr[i]) - m);
-  s = block_sum(s);
+  float m, s;
+  block_row_max_sum(xr, n, m, s);
   if (log) {
     const float ls = logf(s);
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x) yr[i] = from_f32<T>(to_f32(xr[i]) - m - ls);
@@ -256,12 +263,8 @@ __global__ void token_logprob_kernel(const T* __restrict__ x, int64_t n, const i
                                      float* __restrict__ out) {
   grid_dependency_wait();
   const T* xr = x + blockIdx.x * n;
-  float m = -INFINITY;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) m = fmaxf(m, to_f32(xr[i]));
-  m = block_max(m);
-  float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += expf(to_f32(xr[i]) - m);
-  s = block_sum(s);
+  float m, s;
+  block_row_max_sum(xr, n, m, s);
   if (threadIdx.x == 0) out[blockIdx.x] = to_f32(xr[targets[blockIdx.x]]) - m - logf(s);
 }
 
