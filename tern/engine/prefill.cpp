@@ -16,14 +16,17 @@ int64_t prefill_positions(int64_t rows, int64_t positions, int64_t max_tokens) {
 }
 
 namespace {
-// Positions until the first cache's precision transition (bf16-first storage, --kv-start S), when that
-// is more than one: a chunk then ends exactly there, so the positions read unquantized are the first S
-// whatever the budget. A transition due at the next append (S = 0: the first append is always read
-// unquantized, then converts) does not shorten the chunk.
+// Positions until the first cache's precision transition (bf16-first storage, --kv-start S): a chunk
+// then ends exactly there, so the positions read unquantized are the first S whatever the budget. An
+// empty cache whose first append converts it whatever its length (S <= 1: max_append_tokens() is 1)
+// does not shorten the chunk; one holding S - 1 positions takes a chunk of one.
 int64_t transition_room(const CacheList& caches) {
   int64_t room = std::numeric_limits<int64_t>::max();
-  for (const auto& c : caches)
-    if (c && c->max_append_tokens() > 1) room = std::min(room, c->max_append_tokens());
+  for (const auto& c : caches) {
+    if (!c) continue;  // KV-sharing layers own no cache
+    const int64_t m = c->max_append_tokens();
+    if (m > 1 || c->offset() > 0) room = std::min(room, m);
+  }
   return room;
 }
 }  // namespace
@@ -34,15 +37,15 @@ Tensor prefill(const Model& model, const Tensor& ids, CacheList& caches, int64_t
   const int64_t B = ids.size(0), P = ids.size(1);
   const int64_t chunk = prefill_positions(B, P, max_tokens);
   if (max_tokens <= 0) return model.forward(ids, caches, false);
-  Tensor logits;
-  for (int64_t s = 0; s < P;) {
+  for (int64_t s = 0;;) {
     // Chunks end at multiples of `chunk` positions, and at a transition between them.
     const int64_t room = transition_room(caches);
     const int64_t end = std::min({(s / chunk + 1) * chunk, P, room < P - s ? s + room : P});
-    logits = model.forward(ids.narrow(1, s, end - s).contiguous(), caches, false);
+    const Tensor part = ids.narrow(1, s, end - s).contiguous();
+    if (end == P) return model.forward(part, caches, false);
+    model.forward_device(part, caches, false);  // no host copy of logits nobody reads
     s = end;
   }
-  return logits;
 }
 
 }  // namespace tern

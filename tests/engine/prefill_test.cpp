@@ -82,6 +82,17 @@ TEST(Prefill, ChunksEndWhereTheBf16FirstTransitionFalls) {
   model->forward(ids.narrow(1, 0, 16).contiguous(), uncut, false);
   model->forward(ids.narrow(1, 16, 16).contiguous(), uncut, false);
   EXPECT_GT(max_abs_diff(a, model->forward(ids.narrow(1, 32, 5).contiguous(), uncut, false)), 0.0f);
+  // S one past a chunk: the cache holds S - 1 positions after the first chunk, and the next is one long.
+  kv.start = 17;
+  CacheList past = model->make_caches(kv), past_by_hand = model->make_caches(kv);
+  const Tensor d = prefill(*model, ids, past, 16);  // 16, 1, then up to 32, then 5
+  model->forward(ids.narrow(1, 0, 16).contiguous(), past_by_hand, false);
+  model->forward(ids.narrow(1, 16, 1).contiguous(), past_by_hand, false);
+  model->forward(ids.narrow(1, 17, 15).contiguous(), past_by_hand, false);
+  EXPECT_EQ(max_abs_diff(d, model->forward(ids.narrow(1, 32, 5).contiguous(), past_by_hand, false)), 0.0f);
+  // A budget of 0 is one forward: no cut, the whole prompt read unquantized before the transition.
+  CacheList one = model->make_caches(kv), one_by_hand = model->make_caches(kv);
+  EXPECT_EQ(max_abs_diff(prefill(*model, ids, one, 0), model->forward(ids, one_by_hand, false)), 0.0f);
   // S = 0 converts after the first append whatever its length: no one-position first chunk.
   kv.start = 0;
   CacheList zero = model->make_caches(kv), zero_by_hand = model->make_caches(kv);

@@ -256,7 +256,7 @@ void token_logprobs(const Tensor& logits, const Tensor& targets, Tensor& out) {
         const T* x = px + r * n;
         double m = -std::numeric_limits<double>::infinity();
         for (int64_t i = 0; i < n; ++i) m = std::max(m, static_cast<double>(static_cast<float>(x[i])));
-        double z = 0.0;  // a row of -inf: log(0) - (-inf), NaN as the device gives
+        double z = 0.0;  // a row of -inf: exp(-inf - -inf) is NaN, as the device gives
         for (int64_t i = 0; i < n; ++i) z += std::exp(static_cast<double>(static_cast<float>(x[i])) - m);
         po[r] = static_cast<float>(static_cast<double>(static_cast<float>(x[pt[r]])) - m - std::log(z));
       }
