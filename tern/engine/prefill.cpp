@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "tern/base/error.h"
+#include "tern/base/log.h"
+#include "tern/base/timer.h"
 
 namespace tern {
 
@@ -16,6 +18,8 @@ int64_t prefill_positions(int64_t rows, int64_t positions, int64_t max_tokens) {
 }
 
 namespace {
+constexpr double kReportSeconds = 2.0;  // a long prefill logs its progress this often
+
 // Positions until the first cache's precision transition (bf16-first storage, --kv-start S): a chunk
 // then ends exactly there, so the positions read unquantized are the first S whatever the budget. An
 // empty cache whose first append converts it whatever its length (S <= 1: max_append_tokens() is 1)
@@ -37,13 +41,19 @@ Tensor prefill(const Model& model, const Tensor& ids, CacheList& caches, int64_t
   const int64_t B = ids.size(0), P = ids.size(1);
   const int64_t chunk = prefill_positions(B, P, max_tokens);
   if (max_tokens <= 0) return model.forward(ids, caches, false);
+  Timer total, since_report;
   for (int64_t s = 0;;) {
     // Chunks end at multiples of `chunk` positions, and at a transition between them.
     const int64_t room = transition_room(caches);
     const int64_t end = std::min({(s / chunk + 1) * chunk, P, room < P - s ? s + room : P});
-    const Tensor part = ids.narrow(1, s, end - s).contiguous();
-    if (end == P) return model.forward(part, caches, false);
-    model.forward_device(part, caches, false);  // no host copy of logits nobody reads
+    // forward ends with the logits on the host, so the times below are the device's too.
+    Tensor logits = model.forward(ids.narrow(1, s, end - s).contiguous(), caches, false);
+    if (end == P) return logits;
+    if (since_report.seconds() >= kReportSeconds) {
+      log_info("[prefill] {} of {} positions{}, {:.0f} tok/s", end, P, B > 1 ? fmt::format(" x {} rows", B) : "",
+               static_cast<double>(B * end) / total.seconds());
+      since_report.reset();
+    }
     s = end;
   }
 }
