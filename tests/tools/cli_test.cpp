@@ -164,6 +164,8 @@ TEST(CliErrors, BadInputGetsOneLine) {
   expect_one_line_error("generate " + kQwen3 + " \"hi\"", "no tokenizer.json");
   expect_one_line_error("score " + kDemo + " --ids 5", "at least 2 tokens");
   expect_one_line_error("score " + kDemo + " --text-file /nonexistent.txt", "cannot read");
+  expect_one_line_error("generate " + kDemo + " --ids 1,2 --prefill-chunk -1", "expected --prefill-chunk >= 0, got -1");
+  expect_one_line_error("bench " + kDemo + " --prefill-chunk -8", "expected --prefill-chunk >= 0, got -8");
   expect_one_line_error("nonsense", "unknown command");
   expect_one_line_error("generate " + kDemo + " \"hi\" --device quantum", "expected --device cpu, cuda or auto");
 }
