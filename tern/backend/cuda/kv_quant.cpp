@@ -71,10 +71,6 @@ KVEncodeJob encode_job(const Tensor& x, const ops::KVRowCodec& codec, Tensor& ro
   return j;
 }
 
-}  // namespace
-
-namespace {
-
 // The switched reads are on unless their variable is 0 (for benchmarks against the older paths).
 bool switched_on(const char* name) {
   const char* e = std::getenv(name);
