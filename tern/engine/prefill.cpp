@@ -21,16 +21,11 @@ namespace {
 constexpr double kReportSeconds = 2.0;  // a long prefill logs its progress this often
 
 // Positions until the first cache's precision transition (bf16-first storage, --kv-start S): a chunk
-// then ends exactly there, so the positions read unquantized are the first S whatever the budget. An
-// empty cache whose first append converts it whatever its length (S <= 1: max_append_tokens() is 1)
-// does not shorten the chunk; one holding S - 1 positions takes a chunk of one.
+// then ends exactly there, so the positions read unquantized are the first S whatever the budget.
 int64_t transition_room(const CacheList& caches) {
   int64_t room = std::numeric_limits<int64_t>::max();
-  for (const auto& c : caches) {
-    if (!c) continue;  // KV-sharing layers own no cache
-    const int64_t m = c->max_append_tokens();
-    if (m > 1 || c->offset() > 0) room = std::min(room, m);
-  }
+  for (const auto& c : caches)
+    if (c) room = std::min(room, c->max_append_tokens());  // KV-sharing layers own no cache
   return room;
 }
 }  // namespace

@@ -18,7 +18,7 @@ int64_t prefill_positions(int64_t rows, int64_t positions, int64_t max_tokens);
 // Feeds ids [B, P] (i32, CPU) through the caches, prefill_positions(B, P, max_tokens) positions a
 // forward, and returns the last forward's logits (all_logits false: [B, 1, V]). Unless max_tokens <= 0
 // (one forward), chunks end at multiples of that many positions and also where a cache's bf16-first
-// transition falls (--kv-start S > 1; Cache::max_append_tokens), so exactly the first S positions are
+// transition falls (--kv-start S > 0; Cache::max_append_tokens), so exactly the first S positions are
 // read unquantized and the cuts after S stay where they would be without it. A prefill that takes
 // longer than two seconds logs its progress (info level) every two seconds.
 Tensor prefill(const Model& model, const Tensor& ids, CacheList& caches, int64_t max_tokens);

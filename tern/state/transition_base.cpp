@@ -18,8 +18,10 @@ int64_t TransitionBase::minimum_reusable_offset() const {
 }
 
 int64_t TransitionBase::max_append_tokens() const {
-  if (converted_) return std::numeric_limits<int64_t>::max();
-  return std::max<int64_t>(start_ - plain_storage().offset(), 1);
+  const int64_t offset = plain_storage().offset();
+  // Converted, or empty with start 0: the first append is read unquantized whatever its length.
+  if (converted_ || (start_ == 0 && offset == 0)) return std::numeric_limits<int64_t>::max();
+  return std::max<int64_t>(start_ - offset, 1);
 }
 
 std::unique_ptr<AttentionRead> TransitionBase::append(const Tensor& k, const Tensor& v, AppendPhase phase) {

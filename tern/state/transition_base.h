@@ -17,7 +17,7 @@ class TransitionBase : public KVCache {
   // 0 before the transition; the transition point after it (positions before it were re-encoded).
   int64_t minimum_reusable_offset() const override;
   // Before the transition: start - offset (at least 1: any append converts once start is reached);
-  // after it, unlimited.
+  // after it, and for the first append with start 0 (read unquantized whatever its length), unlimited.
   int64_t max_append_tokens() const override;
   int64_t bytes() const override { return plain_storage().bytes() + quantized_storage().bytes(); }
   // Read by the held storage; outside a round the plain storage converts once it holds >= start.

@@ -93,6 +93,14 @@ TEST(Prefill, ChunksEndWhereTheBf16FirstTransitionFalls) {
   // A budget of 0 is one forward: no cut, the whole prompt read unquantized before the transition.
   CacheList one = model->make_caches(kv), one_by_hand = model->make_caches(kv);
   EXPECT_EQ(max_abs_diff(prefill(*model, ids, one, 0), model->forward(ids, one_by_hand, false)), 0.0f);
+  // S = 1: exactly one position read unquantized, then the budget's cuts.
+  kv.start = 1;
+  CacheList first = model->make_caches(kv), first_by_hand = model->make_caches(kv);
+  const Tensor e = prefill(*model, ids, first, 16);  // 1, then up to 16 and 32, then 5
+  model->forward(ids.narrow(1, 0, 1).contiguous(), first_by_hand, false);
+  model->forward(ids.narrow(1, 1, 15).contiguous(), first_by_hand, false);
+  model->forward(ids.narrow(1, 16, 16).contiguous(), first_by_hand, false);
+  EXPECT_EQ(max_abs_diff(e, model->forward(ids.narrow(1, 32, 5).contiguous(), first_by_hand, false)), 0.0f);
   // S = 0 converts after the first append whatever its length: no one-position first chunk.
   kv.start = 0;
   CacheList zero = model->make_caches(kv), zero_by_hand = model->make_caches(kv);
