@@ -3,9 +3,10 @@
 #       --section WarpStateStats --import-source no -o rep BINARY ARGS...
 #   ncu -i rep.ncu-rep --page source --csv --print-source sass > src.csv
 #   python3 bench/ncu_source.py src.csv [UNITS] [--top N]
-# Prints the executed warp instructions and the share of stall samples per opcode (per unit of work
-# when UNITS is given, e.g. the warp tiles the kernel walked), then the N instructions with the most
-# stall samples (address, samples, executions per unit, source) to find the hot part of a loop.
+# Reads the report's first kernel. Prints the executed warp instructions and the share of stall samples
+# per opcode (per unit of work when UNITS is given, e.g. the warp tiles the kernel walked), then the N
+# instructions with the most stall samples (address, samples, executions per unit, source) to find the
+# hot part of a loop.
 import argparse, collections, csv, re, sys
 
 ap = argparse.ArgumentParser(description="instruction mix and stall samples of one kernel")
@@ -25,6 +26,8 @@ lines = []
 for r in rows[head + 1:]:
     if len(r) <= max(i_src, i_n, i_stall) or not r[i_src].strip():
         continue
+    if r[i_n] == "Instructions Executed":  # the next kernel's header (a report of several launches)
+        break
     text = r[i_src].strip()
     op = re.sub(r"^@!?U?P\w+\s+", "", text).split()[0]
     lines.append((r[0], op, text, int(r[i_n] or 0), int(r[i_stall] or 0)))
