@@ -294,44 +294,63 @@ __device__ __forceinline__ void merge_split_partials(const float* partial, int n
 // the log2 domain and its sum); after a cluster barrier, block q writes output dims [q c, (q + 1) c),
 // c = ceil(HDV / S), of every row from all S parts (distributed shared memory), and a second barrier
 // keeps each part alive until the cluster has read it. No partials in global memory, no fence, no
-// counter: the last-block merge's round trips through L2 become two cluster barriers.
+// counter: the last-block merge's round trips through L2 become two cluster barriers. Each thread issues
+// its S remote loads together (unrolled over kDecodeClusterMax, predicated), so a read of the peers costs
+// one distributed-shared-memory round trip, not S in series.
 template <typename T, int HDV, typename Row>
 __device__ __forceinline__ void decode_cluster_merge(float* part, float* scratch, int R, int S,
                                                      const float (&o)[HDV / 8][4], float (&row_m)[2],
                                                      float (&row_l)[2], T* out, int64_t os, Row out_row) {
   namespace cg = cooperative_groups;
-  float* weight = part + 16 * (HDV + 2);  // [split][16]: each split's share of a row
+  constexpr int kRow = HDV + 2;  // even: a row's (max, sum) pair is 8-byte aligned
+  float* weight = part + 16 * kRow;  // [split][16]: each split's share of a row
   decode_merge<HDV>(scratch, R, o, row_m, row_l, [&](int r, int d, float acc, float M, float L) {
-    part[r * (HDV + 2) + d] = acc;
-    if (d == 0) part[r * (HDV + 2) + HDV] = M, part[r * (HDV + 2) + HDV + 1] = L;
+    part[r * kRow + d] = acc;
+    if (d == 0) part[r * kRow + HDV] = M, part[r * kRow + HDV + 1] = L;
   });
   cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();
+  const float* peer[kDecodeClusterMax];
+#pragma unroll
+  for (int s = 0; s < kDecodeClusterMax; ++s) peer[s] = cluster.map_shared_rank(part, s < S ? s : 0);
+  cluster.sync();  // release / acquire: every block's part is visible to the cluster
   if (threadIdx.x < R) {
     const int r = threadIdx.x;
-    float m[kDecodeClusterMax], M = -INFINITY, L = 0.0f;
-    for (int s = 0; s < S; ++s) {
-      m[s] = cluster.map_shared_rank(part, s)[r * (HDV + 2) + HDV];
-      M = fmaxf(M, m[s]);
-    }
-    for (int s = 0; s < S; ++s) {
-      const float f = m[s] == -INFINITY ? 0.0f : exp2f(m[s] - M);
-      weight[s * 16 + r] = f;
-      L += cluster.map_shared_rank(part, s)[r * (HDV + 2) + HDV + 1] * f;
+    float2 ml[kDecodeClusterMax];
+#pragma unroll
+    for (int s = 0; s < kDecodeClusterMax; ++s)
+      ml[s] = s < S ? *reinterpret_cast<const float2*>(peer[s] + r * kRow + HDV) : make_float2(-INFINITY, 0.0f);
+    float M = -INFINITY, L = 0.0f;
+#pragma unroll
+    for (int s = 0; s < kDecodeClusterMax; ++s) M = fmaxf(M, ml[s].x);
+    float f[kDecodeClusterMax];
+#pragma unroll
+    for (int s = 0; s < kDecodeClusterMax; ++s) {
+      f[s] = ml[s].x == -INFINITY ? 0.0f : exp2f(ml[s].x - M);
+      L += ml[s].y * f[s];
     }
     const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-    for (int s = 0; s < S; ++s) weight[s * 16 + r] *= inv;
+#pragma unroll
+    for (int s = 0; s < kDecodeClusterMax; ++s)
+      if (s < S) weight[s * 16 + r] = f[s] * inv;
   }
   __syncthreads();
   const int c = (HDV + S - 1) / S, d0 = static_cast<int>(cluster.block_rank()) * c;
   for (int idx = threadIdx.x; idx < R * c; idx += blockDim.x) {
     const int r = idx / c, d = d0 + idx % c;
     if (d >= HDV) continue;
+    float v[kDecodeClusterMax];
+#pragma unroll
+    for (int s = 0; s < kDecodeClusterMax; ++s) v[s] = s < S ? peer[s][r * kRow + d] : 0.0f;
     float acc = 0.0f;
-    for (int s = 0; s < S; ++s) acc += weight[s * 16 + r] * cluster.map_shared_rank(part, s)[r * (HDV + 2) + d];
+#pragma unroll
+    for (int s = 0; s < kDecodeClusterMax; ++s)
+      if (s < S) acc += weight[s * 16 + r] * v[s];
     out[out_row(r) * os + d] = from_f32<T>(acc);
   }
-  cluster.sync();
+  // Keeps this block's part alive until every peer has read it. Relaxed: a peer's reads of it are
+  // complete before its arrive, since the output stores before the arrive consume their values.
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
 }
 
 // The keys of a block (split, kv head, batch row b): the row's length lk (Lk, or kv_len[b] when
