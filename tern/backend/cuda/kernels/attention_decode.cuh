@@ -347,10 +347,7 @@ __device__ __forceinline__ void decode_cluster_merge(float* part, float* scratch
       if (s < S) acc += weight[s * 16 + r] * v[s];
     out[out_row(r) * os + d] = from_f32<T>(acc);
   }
-  // Keeps this block's part alive until every peer has read it. Relaxed: a peer's reads of it are
-  // complete before its arrive, since the output stores before the arrive consume their values.
-  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
-  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+  cluster_release_peers();  // the output stores above consumed every peer read
 }
 
 // The keys of a block (split, kv head, batch row b): the row's length lk (Lk, or kv_len[b] when

@@ -21,6 +21,17 @@ __device__ __forceinline__ void grid_dependency_wait() {
 #endif
 }
 
+// A cluster's closing barrier, whose only job is to keep each block's shared memory alive until its
+// peers have read it: relaxed, so it does not wait for this thread's global stores to be acknowledged
+// (cluster.sync()'s release compiles to a GPU-wide memory barrier). The caller's reads of peer memory
+// must be complete before it, which holds when their values are consumed (stored) before the call.
+__device__ __forceinline__ void cluster_release_peers() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");
+  asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
+#endif
+}
+
 // 16 bytes of weights, not kept in L1 (the activations live there): weights are read once per product,
 // while every warp of a block rereads the activations.
 __device__ __forceinline__ uint4 load_stream16(const uint4* p) {
