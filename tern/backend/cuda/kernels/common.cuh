@@ -24,7 +24,10 @@ __device__ __forceinline__ void grid_dependency_wait() {
 // A cluster's closing barrier, whose only job is to keep each block's shared memory alive until its
 // peers have read it: relaxed, so it does not wait for this thread's global stores to be acknowledged
 // (cluster.sync()'s release compiles to a GPU-wide memory barrier). The caller's reads of peer memory
-// must be complete before it, which holds when their values are consumed (stored) before the call.
+// must be complete before it. The PTX memory model does not order a relaxed arrive after them; what
+// does is the hardware's in-order issue: every read's value must be consumed (stored) before the call,
+// so the store, and the arrive after it, cannot issue before the read has returned. Callers must
+// not leave a peer read unconsumed (e.g. loaded, then skipped).
 __device__ __forceinline__ void cluster_release_peers() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("barrier.cluster.arrive.relaxed.aligned;\n" ::: "memory");

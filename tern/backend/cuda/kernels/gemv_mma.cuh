@@ -110,6 +110,7 @@ __global__ void __launch_bounds__(kMmaGemvWarps * 32, 2)
   for (int i = threadIdx.x; i < my_tokens * kOut; i += kMmaGemvWarps * 32) {
     const int m = rank + S * (i / kOut), o = i % kOut;
     const int64_t n = n0 + o;
+    if (n >= N) continue;  // before the loads: every peer read below is consumed before the closing barrier
     // the S peers' loads issued together (unrolled, predicated), then summed in rank order
     float v0[kMmaGemvClusterMax], v1[kMmaGemvClusterMax];
 #pragma unroll
@@ -123,7 +124,6 @@ __global__ void __launch_bounds__(kMmaGemvWarps * 32, 2)
     for (int q = 0; q < kMmaGemvClusterMax; ++q) {
       if (q < S) s0 += v0[q], s1 += v1[q];
     }
-    if (n >= N) continue;
     if constexpr (kGated) {
       const float gs = to_f32(from_f32<__nv_bfloat16>(s0)), us = to_f32(from_f32<__nv_bfloat16>(s1));
       out[m * N + n] = from_f32<O>(unary_f(ACT, gs, 0.0f, 0.0f) * us);
