@@ -26,11 +26,11 @@ int mma_splits(int64_t row_blocks, int64_t K) {
   const char* e = std::getenv("TERN_CUDA_MMA_SPLITS");
   const int forced = e ? std::atoi(e) : 0;
   const int64_t chunks = K / 32;
-  static_assert(kernels::kMmaGemvClusterMax == 8, "the forced split counts below");
-  if (forced == 1 || forced == 2 || forced == 4 || forced == 8) return chunks >= forced ? forced : 1;
+  if (forced >= 1 && forced <= kernels::kClusterMaxBlocks && (forced & (forced - 1)) == 0)
+    return chunks >= forced ? forced : 1;
   const int64_t sms = device_props().multiProcessorCount, want = sms - sms / 16;
   int S = 1;
-  while (S < kernels::kMmaGemvClusterMax && row_blocks * S < want && chunks / (2 * S) >= kernels::kMmaGemvDepth) S *= 2;
+  while (S < kernels::kClusterMaxBlocks && row_blocks * S < want && chunks / (2 * S) >= kernels::kMmaGemvDepth) S *= 2;
   return S;
 }
 

@@ -41,7 +41,7 @@ struct DecodeArgs {
 
 // The most splits a cluster merge takes (the portable cluster size), and the floats of shared memory
 // it needs past decode_merge's scratch: each block's merged rows [16][HDV + 2] and the splits' weights.
-constexpr int kDecodeClusterMax = 8;
+constexpr int kDecodeClusterMax = kClusterMaxBlocks;
 template <int HDV>
 constexpr int decode_cluster_floats() {
   return 16 * (HDV + 2) + kDecodeClusterMax * 16;

@@ -21,6 +21,10 @@ __device__ __forceinline__ void grid_dependency_wait() {
 #endif
 }
 
+// The most blocks a thread-block cluster holds without opting in to non-portable sizes: the bound of
+// every cluster merge's peers (flash-decoding's splits, the skinny GEMM's K slices).
+constexpr int kClusterMaxBlocks = 8;
+
 // A cluster's closing barrier, whose only job is to keep each block's shared memory alive until its
 // peers have read it: relaxed, so it does not wait for this thread's global stores to be acknowledged
 // (cluster.sync()'s release compiles to a GPU-wide memory barrier). The caller's reads of peer memory

@@ -18,7 +18,6 @@ constexpr int kMmaGemvWarps = 8;                      // 16 weight rows each
 constexpr int kMmaGemvRows = 16 * kMmaGemvWarps;      // weight rows per block
 constexpr int kMmaGemvDepth = 4;                      // 32-wide k chunks in flight per lane, two 16-byte loads each
 constexpr int kMmaGemvPartStride = kMmaGemvRows + 4;  // f32 per token row of a partial tile (no bank conflicts)
-constexpr int kMmaGemvClusterMax = 8;                 // the most K slices (cluster blocks) of one product
 
 // One 32-wide chunk: lane (g, t) holds k [8t, 8t + 8) of rows g (lo) and g + 8 (hi) and, per token tile
 // j, of token 8j + g (xv). Logical k-step s takes physical k 8t + 4s + [0, 4) as the fragments' k 2t,
@@ -112,16 +111,16 @@ __global__ void __launch_bounds__(kMmaGemvWarps * 32, 2)
     const int64_t n = n0 + o;
     if (n >= N) continue;  // before the loads: every peer read below is consumed before the closing barrier
     // the S peers' loads issued together (unrolled, predicated), then summed in rank order
-    float v0[kMmaGemvClusterMax], v1[kMmaGemvClusterMax];
+    float v0[kClusterMaxBlocks], v1[kClusterMaxBlocks];
 #pragma unroll
-    for (int q = 0; q < kMmaGemvClusterMax; ++q) {
+    for (int q = 0; q < kClusterMaxBlocks; ++q) {
       const float* pq = cluster.map_shared_rank(&part[m][0], q < S ? q : 0);
       v0[q] = q < S ? pq[o] : 0.0f;
       v1[q] = kGated && q < S ? pq[o + kOut] : 0.0f;
     }
     float s0 = 0.0f, s1 = 0.0f;
 #pragma unroll
-    for (int q = 0; q < kMmaGemvClusterMax; ++q) {
+    for (int q = 0; q < kClusterMaxBlocks; ++q) {
       if (q < S) s0 += v0[q], s1 += v1[q];
     }
     if constexpr (kGated) {
