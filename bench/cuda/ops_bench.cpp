@@ -1,7 +1,8 @@
 // CUDA op benchmarks: device copy bandwidth (the memory ceiling), cuBLASLt GEMM rate, the engine's hot
 // ops at Qwen3-8B / 0.6B shapes and the routed experts at Qwen3-30B-A3B shapes, each as median time,
 // achieved rate and % of ceiling.
-// usage: tern_cuda_bench [--quick | --kv | --gemv | --skinny | --decode | --kv-splits | --prefill | --sampling]
+// usage: tern_cuda_bench [--quick | --kv | --gemv | --skinny | --decode | --kv-splits | --prefill | --sampling |
+//                         --gemm-algos]
 //   --kv: the copy ceiling and the quantized-KV decode attention only
 //   --gemv: the copy ceiling and a batch-1 layer's four decode products in sequence, over enough layers'
 //           weights that none stays in L2 (the decode step's regime), at Qwen3-8B and 0.6B shapes, and
@@ -15,6 +16,9 @@
 //                key-split counts, beside bf16; FILTER keeps the rows whose name contains it (for a profiler)
 //   --prefill: the copy ceiling and the flash prefill kernel at the head shapes of Qwen3-8B, Qwen3-0.6B,
 //              Qwen3.5-9B and Gemma 4 (its sliding and full layers), causal, over 512-8,192 tokens
+//   --gemm-algos: the copy ceiling and, for Qwen3-8B's decode products at 8, 32 and 64 rows (and its LM
+//                 head at 32), each of the first 16 algorithms cuBLASLt's heuristic offers, best-first,
+//                 with the weights out of L2 (what TERN_CUDA_GEMM_TUNE=1 chooses among)
 //   --sampling: the copy ceiling and the device sampler's ops (top-k, the row draw, the nucleus mask, log_softmax, sum) on
 //               one Qwen3 vocabulary row, GPU time and host wall time with the copy back
 #include <cuda_runtime_api.h>
@@ -29,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "tern/backend/cuda/blas/gemm.h"
 #include "tern/backend/cuda/runtime/check.h"
 #include "tern/backend/cuda/runtime/context.h"
 #include "tern/ops/attention.h"
@@ -139,6 +144,7 @@ int main(int argc, char** argv) {
   const bool kv_splits = argc > 1 && !std::strcmp(argv[1], "--kv-splits");
   const bool prefill_only = argc > 1 && !std::strcmp(argv[1], "--prefill");
   const bool sampling_only = argc > 1 && !std::strcmp(argv[1], "--sampling");
+  const bool gemm_algos = argc > 1 && !std::strcmp(argv[1], "--gemm-algos");
   if (!cuda_available()) {
     std::printf("no CUDA device: %s\n", cuda_status().c_str());
     return 0;
@@ -313,6 +319,44 @@ int main(int argc, char** argv) {
               row(name, time_it([&] { ops::kv_decode_attention(c.q, kr, sc.k, vr, sc.v, Tensor(), Tensor(), 0.088f); }),
                   kr.nbytes() + vr.nbytes() + 2.0 * c.q.nbytes(), 0);
             unsetenv("TERN_CUDA_KV_SPLITS");
+          }
+        }
+      }
+    }
+    return 0;
+  }
+  if (gemm_algos) {  // cuBLASLt's candidate algorithms for the 8B decode products, weights out of L2
+    struct Product {
+      const char* name;
+      int64_t n, k;
+    };
+    const Product products[] = {{"qkv", 6144, 4096}, {"o_proj", 4096, 4096}, {"gate/up", 24576, 4096},
+                                {"down", 4096, 12288}, {"lm_head", 151936, 4096}};
+    Tensor scratch = Tensor::empty({int64_t{256} << 20}, Dtype::u8, kGpu);
+    const auto flush = [&] {
+      TERN_CUDA_CHECK(cudaMemsetAsync(scratch.data_ptr(), 0, static_cast<size_t>(scratch.nbytes()), cuda::stream()));
+    };
+    for (const Product& pr : products) {
+      for (int64_t M : {int64_t(8), int64_t(32), int64_t(64)}) {
+        if (!std::strcmp(pr.name, "lm_head") && M != 32) continue;
+        const Tensor w = randn_gpu({pr.n, pr.k}, Dtype::bf16, 50), x = randn_gpu({M, pr.k}, Dtype::bf16, 51);
+        Tensor out = Tensor::empty({M, pr.n}, Dtype::bf16, kGpu);
+        cuda::GemmDesc d;
+        d.ab_dtype = d.c_dtype = Dtype::bf16;
+        d.trans_a = true;
+        d.m = pr.n, d.n = M, d.k = pr.k, d.lda = pr.k, d.ldb = pr.k, d.ldc = pr.n;
+        std::printf("\n-- 8B %s, %lld rows: %lld x %lld weights --\n", pr.name, (long long)M, (long long)pr.n,
+                    (long long)pr.k);
+        const double bytes = 2.0 * pr.n * pr.k;
+        int i = 0;
+        for (const auto& t : cuda::gemm_algo_times(d, w.data_ptr(), x.data_ptr(), out.data_ptr(), cuda::stream(), 16,
+                                                   9, flush)) {
+          char name[160];
+          std::snprintf(name, sizeof name, "%2d %s", i++, t.config.c_str());
+          if (t.us > 0) {
+            row(name, t.us * 1e-6, bytes, 0);
+          } else {
+            std::printf("%-44s failed to run\n", name);
           }
         }
       }

@@ -3,10 +3,15 @@
 
 #include <cublasLt.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "tern/backend/cuda/runtime/allocator.h"
 #include "tern/backend/cuda/runtime/check.h"
@@ -94,7 +99,8 @@ cublasLtMatrixLayout_t make_layout(cudaDataType_t t, int64_t rows, int64_t cols,
   return l;
 }
 
-Plan make_plan(Blas& bl, const GemmDesc& d, uint32_t al_a, uint32_t al_b, uint32_t al_c) {
+// The plan's descriptor and layouts, without an algorithm.
+Plan make_layouts(const GemmDesc& d) {
   Plan p;
   const cudaDataType_t ab = cuda_type(d.ab_dtype), ct = cuda_type(d.c_dtype);
   TERN_CHECK(d.c_dtype == d.ab_dtype || d.c_dtype == Dtype::f32, "[gemm] expected output {} or f32, got {}",
@@ -108,7 +114,12 @@ Plan make_plan(Blas& bl, const GemmDesc& d, uint32_t al_a, uint32_t al_b, uint32
   p.lb = d.trans_b ? make_layout(ab, d.n, d.k, d.ldb, d.batch, d.stride_b)
                    : make_layout(ab, d.k, d.n, d.ldb, d.batch, d.stride_b);
   p.lc = make_layout(ct, d.m, d.n, d.ldc, d.batch, d.stride_c);
+  return p;
+}
 
+// Up to `count` algorithms cuBLASLt's heuristic offers for the plan, best-first (at least one).
+std::vector<cublasLtMatmulHeuristicResult_t> heuristics(Blas& bl, const Plan& p, const GemmDesc& d, uint32_t al_a,
+                                                        uint32_t al_b, uint32_t al_c, int count) {
   cublasLtMatmulPreference_t pref = nullptr;
   TERN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   uint64_t ws = kWorkspaceBytes;
@@ -122,16 +133,109 @@ Plan make_plan(Blas& bl, const GemmDesc& d, uint32_t al_a, uint32_t al_b, uint32
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, &al_c, sizeof(al_c)));
   TERN_CUBLAS_CHECK(
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, &al_c, sizeof(al_c)));
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(static_cast<size_t>(count));
   int found = 0;
   cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(bl.handle, p.op, p.la, p.lb, p.lc, p.lc, pref, 1, &result, &found);
+      cublasLtMatmulAlgoGetHeuristic(bl.handle, p.op, p.la, p.lb, p.lc, p.lc, pref, count, results.data(), &found);
   cublasLtMatmulPreferenceDestroy(pref);
   TERN_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0,
              "[gemm] expected a cuBLASLt algorithm for {}x{}x{} ({} -> {}, batch {}), got none (status {})", d.m, d.n,
              d.k, dtype_name(d.ab_dtype), dtype_name(d.c_dtype), d.batch, static_cast<int>(st));
-  p.algo = result.algo;
+  results.resize(static_cast<size_t>(found));
+  return results;
+}
+
+cublasStatus_t run_algo(Blas& bl, const Plan& p, const cublasLtMatmulAlgo_t& algo, const void* a, const void* b,
+                        void* c, cudaStream_t stream) {
+  const float alpha = 1.0f, beta = 0.0f;
+  return cublasLtMatmul(bl.handle, p.op, &alpha, a, p.la, b, p.lb, &beta, c, p.lc, c, p.lc, &algo, bl.workspace,
+                        kWorkspaceBytes, stream);
+}
+
+// The median time of `reps` calls of one algorithm after one untimed call, in us, `between` queued
+// before each call outside its timing (an L2 flush); a negative value when the algorithm fails to run on
+// these buffers. Synchronises the stream.
+float time_algo(Blas& bl, const Plan& p, const cublasLtMatmulAlgo_t& algo, const void* a, const void* b, void* c,
+                cudaStream_t stream, int reps, const std::function<void()>& between) {
+  if (run_algo(bl, p, algo, a, b, c, stream) != CUBLAS_STATUS_SUCCESS) return -1.0f;
+  cudaEvent_t e0 = nullptr, e1 = nullptr;
+  TERN_CUDA_CHECK(cudaEventCreate(&e0));
+  TERN_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<float> t;
+  for (int r = 0; r < reps; ++r) {
+    if (between) between();
+    TERN_CUDA_CHECK(cudaEventRecord(e0, stream));
+    const cublasStatus_t st = run_algo(bl, p, algo, a, b, c, stream);
+    TERN_CUDA_CHECK(cudaEventRecord(e1, stream));
+    TERN_CUDA_CHECK(cudaEventSynchronize(e1));
+    if (st != CUBLAS_STATUS_SUCCESS) break;
+    float ms = 0.0f;
+    TERN_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(1000.0f * ms);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  if (t.size() != static_cast<size_t>(reps)) return -1.0f;
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// TERN_CUDA_GEMM_TUNE=1: a plan for a product of at most kTuneMaxRows activation rows (decode shapes;
+// their count is bounded by the batch sizes) made outside a graph capture times the heuristic's first
+// kTuneAlgos algorithms on the call's own buffers and keeps the fastest, instead of the first.
+constexpr int kTuneAlgos = 16, kTuneReps = 5;
+constexpr int64_t kTuneMaxRows = 64;
+constexpr size_t kTuneFlushBytes = size_t{256} << 20;
+
+bool tune_wanted(const GemmDesc& d, cudaStream_t stream) {
+  static const bool on = [] {
+    const char* e = std::getenv("TERN_CUDA_GEMM_TUNE");
+    return e && e[0] == '1';
+  }();
+  if (!on || d.n > kTuneMaxRows || d.batch != 1) return false;
+  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+  return cudaStreamIsCapturing(stream, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusNone;
+}
+
+Plan make_plan(Blas& bl, const GemmDesc& d, uint32_t al_a, uint32_t al_b, uint32_t al_c, const void* a, const void* b,
+               void* c, cudaStream_t stream) {
+  Plan p = make_layouts(d);
+  const bool tune = tune_wanted(d, stream);
+  const auto algos = heuristics(bl, p, d, al_a, al_b, al_c, tune ? kTuneAlgos : 1);
+  p.algo = algos[0].algo;
+  if (tune && algos.size() > 1) {
+    // Each timed call finds the weights out of L2, as a decode step does: a scratch larger than any
+    // L2 is written before it.
+    void* scratch = nullptr;
+    TERN_CUDA_CHECK(cudaMalloc(&scratch, kTuneFlushBytes));
+    const auto flush = [&] { TERN_CUDA_CHECK(cudaMemsetAsync(scratch, 0, kTuneFlushBytes, stream)); };
+    float best = time_algo(bl, p, algos[0].algo, a, b, c, stream, kTuneReps, flush);
+    for (size_t i = 1; i < algos.size(); ++i) {
+      const float us = time_algo(bl, p, algos[i].algo, a, b, c, stream, kTuneReps, flush);
+      if (us >= 0.0f && (best < 0.0f || us < best)) best = us, p.algo = algos[i].algo;
+    }
+    TERN_CUDA_CHECK(cudaStreamSynchronize(stream));
+    TERN_CUDA_CHECK(cudaFree(scratch));
+  }
   return p;
+}
+
+// An algorithm's configuration in words: its id, tile, stages, split-K and cluster shape ids.
+std::string algo_config(const cublasLtMatmulAlgo_t& algo) {
+  auto get = [&](cublasLtMatmulAlgoConfigAttributes_t attr) {
+    int32_t v = -1;
+    size_t written = 0;
+    if (cublasLtMatmulAlgoConfigGetAttribute(&algo, attr, &v, sizeof(v), &written) != CUBLAS_STATUS_SUCCESS) return -1;
+    return static_cast<int>(v);
+  };
+  uint32_t tile = 0, stages = 0, cluster = 0;
+  size_t written = 0;
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof(tile), &written);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof(stages), &written);
+  cublasLtMatmulAlgoConfigGetAttribute(&algo, CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID, &cluster, sizeof(cluster),
+                                       &written);
+  return fmt::format("algo {} tile {} stages {} split-k {} cluster {}", get(CUBLASLT_ALGO_CONFIG_ID), tile, stages,
+                     get(CUBLASLT_ALGO_CONFIG_SPLITK_NUM), cluster);
 }
 
 }  // namespace
@@ -155,12 +259,25 @@ void gemm(const GemmDesc& d, const void* a, const void* b, void* c, cudaStream_t
   {
     std::lock_guard<std::mutex> lock(bl.mu);
     auto it = bl.plans.find(key);
-    if (it == bl.plans.end()) it = bl.plans.emplace(key, make_plan(bl, d, al_a, al_b, al_c)).first;
+    if (it == bl.plans.end()) it = bl.plans.emplace(key, make_plan(bl, d, al_a, al_b, al_c, a, b, c, stream)).first;
     plan = &it->second;
   }
-  const float alpha = 1.0f, beta = 0.0f;
-  TERN_CUBLAS_CHECK(cublasLtMatmul(bl.handle, plan->op, &alpha, a, plan->la, b, plan->lb, &beta, c, plan->lc, c,
-                                   plan->lc, &plan->algo, bl.workspace, kWorkspaceBytes, stream));
+  TERN_CUBLAS_CHECK(run_algo(bl, *plan, plan->algo, a, b, c, stream));
+}
+
+std::vector<GemmAlgoTime> gemm_algo_times(const GemmDesc& d, const void* a, const void* b, void* c,
+                                          cudaStream_t stream, int count, int reps,
+                                          const std::function<void()>& between) {
+  Blas& bl = blas();
+  Plan p = make_layouts(d);
+  std::vector<GemmAlgoTime> out;
+  for (const auto& h : heuristics(bl, p, d, alignment(a), alignment(b), alignment(c), count))
+    out.push_back({algo_config(h.algo), time_algo(bl, p, h.algo, a, b, c, stream, reps, between)});
+  cublasLtMatrixLayoutDestroy(p.la);
+  cublasLtMatrixLayoutDestroy(p.lb);
+  cublasLtMatrixLayoutDestroy(p.lc);
+  cublasLtMatmulDescDestroy(p.op);
+  return out;
 }
 
 }  // namespace tern::cuda

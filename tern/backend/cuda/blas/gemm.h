@@ -4,6 +4,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "tern/core/dtype.h"
 
@@ -20,6 +23,20 @@ struct GemmDesc {
 };
 
 // Queues the product on `stream`. Throws tern::Error on unsupported types or a cuBLASLt failure.
+// With TERN_CUDA_GEMM_TUNE=1 a new plan for at most 64 activation rows (desc.n), made outside a graph
+// capture, times the heuristic's first 16 algorithms on these buffers and keeps the fastest.
 void gemm(const GemmDesc& desc, const void* a, const void* b, void* c, cudaStream_t stream);
+
+// For benchmarks: the first `count` algorithms cuBLASLt's heuristic offers for `desc`, best-first, each
+// as its configuration in words and its median time in us over `reps` calls on these buffers (negative
+// when it fails to run), `between` (if any) queued before each call outside its timing. Synchronises the
+// stream.
+struct GemmAlgoTime {
+  std::string config;
+  float us = 0.0f;
+};
+std::vector<GemmAlgoTime> gemm_algo_times(const GemmDesc& desc, const void* a, const void* b, void* c,
+                                          cudaStream_t stream, int count, int reps,
+                                          const std::function<void()>& between = {});
 
 }  // namespace tern::cuda
