@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "tern/backend/cuda/runtime/allocator.h"
@@ -592,6 +593,21 @@ TEST_F(CudaOps, Linear) {
   // f32 activations with bf16 weights (resident weights): computed in bf16 on the GPU.
   Tensor x = randn({5, 128}, Dtype::f32, 43), w = randn({256, 128}, Dtype::bf16, 44);
   EXPECT_CLOSE(ops::linear(x, w), ops::linear(x.to(kGpu), w.to(kGpu)), Dtype::bf16);
+}
+
+// TERN_CUDA_GEMM_TUNE=1: a new plan for a decode-sized product (at most 64 rows) keeps the fastest of
+// cuBLASLt's candidates; whichever it keeps computes the product. Shapes no other test takes, so their
+// plans are made here under the setting; the last has more rows than are tuned.
+TEST_F(CudaOps, TunedGemmPlansComputeTheProduct) {
+  setenv("TERN_CUDA_GEMM_TUNE", "1", 1);
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{9, 3080, 1032},
+                         {32, 1544, 2056},
+                         {64, 776, 520},
+                         {65, 776, 520}}) {
+    Tensor x = randn({m, k}, Dtype::bf16, 120 + m), w = randn({n, k}, Dtype::bf16, 130, 0.05f);
+    EXPECT_CLOSE(ops::linear(x, w), ops::linear(x.to(kGpu), w.to(kGpu)), Dtype::bf16) << "M " << m << " N " << n;
+  }
+  unsetenv("TERN_CUDA_GEMM_TUNE");
 }
 
 // The tensor-core decode products (5 to 32 rows; forced on past the default's 8 when the split is forced):
