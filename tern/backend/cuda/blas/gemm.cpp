@@ -202,9 +202,12 @@ Plan make_plan(Blas& bl, const GemmDesc& d, uint32_t al_a, uint32_t al_b, uint32
   p.algo = algos[0].algo;
   if (tune && algos.size() > 1) {
     // Each timed call finds the weights out of L2, as a decode step does: a scratch larger than any
-    // L2 is written before it.
+    // L2 is written before it. Without room for the scratch the plan keeps the heuristic's first.
     void* scratch = nullptr;
-    TERN_CUDA_CHECK(cudaMalloc(&scratch, kTuneFlushBytes));
+    if (cudaMalloc(&scratch, kTuneFlushBytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return p;
+    }
     const auto flush = [&] { TERN_CUDA_CHECK(cudaMemsetAsync(scratch, 0, kTuneFlushBytes, stream)); };
     float best = time_algo(bl, p, algos[0].algo, a, b, c, stream, kTuneReps, flush);
     for (size_t i = 1; i < algos.size(); ++i) {
