@@ -33,11 +33,22 @@ struct NormedProduct {
 };
 
 // {sum, linear(normed, w, bias)} with {sum, normed} = pre_norm(in): pre_norm, then ops::linear. (A CUDA
-// kernel that put the norm into the product measured slower in whole decode steps than the two
-// launches, bench/RESULTS.md 2026-12-03, and was removed.)
+// kernel that normalised the row into shared memory in every block before its products measured slower
+// in whole decode steps than the two launches, bench/RESULTS.md 2026-12-03, and was removed. Its
+// successor, cuda::norm_linear below, keeps the weights in flight while each warp norms the row; it is
+// off by default until measured.)
 NormedProduct norm_linear(const PreNorm& in, const Tensor& w, const Tensor& bias = Tensor());
 
 // {sum, gated_linear(normed, w, act)}: the same for the gated MLP's stacked gate/up weights.
 NormedProduct norm_gated_linear(const PreNorm& in, const Tensor& w, UnaryOp act);
 
 }  // namespace tern::ops
+
+namespace tern::cuda {
+// The one-launch form of norm_linear (act -1) and norm_gated_linear (act a UnaryOp code) for one decode
+// row (ops::decode_rows gave rows == 1): the residual add and the RMSNorm inside the GEMV
+// (kernels/gemv_norm.cuh). On with TERN_CUDA_NORM_GEMV=1 (read at each call). Sets sum ([1, K]: x +
+// delta, or x without a delta) and out ([1, N], or [1, N / 2] gated); false (nothing done) where it does
+// not apply.
+bool norm_linear(const ops::DecodeRows& d, float eps, const Tensor& w, int act, Tensor& sum, Tensor& out);
+}  // namespace tern::cuda

@@ -293,6 +293,47 @@ TEST_F(CudaOps, NormLinearMatchesNormThenLinear) {
                Error);
 }
 
+// TERN_CUDA_NORM_GEMV=1: one decode row's residual add, RMSNorm and product in one launch
+// (kernels/gemv_norm.cuh) against the CPU, and its residual sum bit for bit against the two launches:
+// rows of 8 to 2,048 (one to eight 16-byte chunks a lane, the last ones partial), with and without the
+// delta and the norm weight, plain and gated with each activation, a row count off the block's four.
+TEST_F(CudaOps, NormLinearInOneLaunchMatchesTheCpu) {
+  struct Case {
+    int64_t in, out;
+    int act;  // -1 plain, else a UnaryOp
+    bool delta, weight;
+  };
+  const int silu = static_cast<int>(ops::UnaryOp::silu), tanh = static_cast<int>(ops::UnaryOp::gelu_tanh),
+            erf = static_cast<int>(ops::UnaryOp::gelu_erf);
+  const Case cases[] = {{1024, 4097, -1, true, true}, {2048, 5121, -1, true, true}, {520, 300, -1, false, true},
+                        {1032, 700, -1, true, false},  {8, 3, -1, true, true},       {1024, 3075, silu, true, true},
+                        {2048, 770, silu, false, true}, {1000, 129, tanh, true, true}, {1536, 258, erf, true, false}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("in " + std::to_string(c.in) + " out " + std::to_string(c.out) + " act " + std::to_string(c.act));
+    Tensor w = randn({c.act >= 0 ? 2 * c.out : c.out, c.in}, Dtype::bf16, 150, 0.05f), wg = w.to(kGpu);
+    Tensor nw = c.weight ? randn({c.in}, Dtype::bf16, 151) : Tensor();
+    Tensor x = randn({1, 1, c.in}, Dtype::bf16, 152), d = c.delta ? randn({1, 1, c.in}, Dtype::bf16, 153) : Tensor();
+    const ops::PreNorm cpu{x, d, nw, 1e-6f};
+    const ops::PreNorm gpu{x.to(kGpu), c.delta ? d.to(kGpu) : Tensor(), c.weight ? nw.to(kGpu) : Tensor(), 1e-6f};
+    const auto act = static_cast<ops::UnaryOp>(c.act);
+    auto run = [&](const ops::PreNorm& in, const Tensor& wt) {
+      return c.act >= 0 ? ops::norm_gated_linear(in, wt, act) : ops::norm_linear(in, wt);
+    };
+    const ops::NormedProduct want = run(cpu, w), two = run(gpu, wg);
+    setenv("TERN_CUDA_NORM_GEMV", "1", 1);
+    const ops::NormedProduct one = run(gpu, wg);
+    Tensor sum, out;  // the one-launch path took the row (no silent fallback to the two launches)
+    const bool took = cuda::norm_linear(ops::decode_rows(gpu, wg), 1e-6f, wg, c.act, sum, out);
+    unsetenv("TERN_CUDA_NORM_GEMV");
+    ASSERT_TRUE(took);
+    EXPECT_EQ(nmse(one.out.reshape(out.shape()), out), 0.0);
+    ASSERT_EQ(one.out.shape(), want.out.shape());
+    EXPECT_CLOSE(want.out, one.out, Dtype::bf16);
+    EXPECT_EQ(nmse(two.sum, one.sum), 0.0);
+    EXPECT_CLOSE(want.sum, one.sum, Dtype::bf16);
+  }
+}
+
 TEST_F(CudaOps, SoftmaxAndReductions) {
   for (Dtype dt : kFloat) {
     for (Shape s : {Shape{4, 7, 33}, Shape{2, 5000}, Shape{3, 151936}}) {

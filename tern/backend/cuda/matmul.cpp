@@ -1,7 +1,9 @@
 // CUDA matmul and linear: row-major tensor views mapped onto column-major cuBLASLt GEMMs (C^T = B^T A^T),
 // strided views used in place where one of the two matrix strides is 1, batch dims flattened when the
-// strides allow, else looped.
+// strides allow, else looped. Also the one-launch pre-norm GEMV of ops::norm_linear.
 #include "tern/ops/matmul.h"
+
+#include <cstdlib>
 
 #include "tern/backend/cuda/blas/gemm.h"
 #include "tern/backend/cuda/launch.h"
@@ -9,6 +11,7 @@
 #include "tern/backend/cuda/runtime/context.h"
 #include "tern/ops/elementwise.h"
 #include "tern/ops/gated_linear.h"
+#include "tern/ops/norm_linear.h"
 
 namespace tern::cuda {
 namespace {
@@ -139,6 +142,22 @@ bool gated_linear(const Tensor& x2d, const Tensor& w, ops::UnaryOp act, Tensor& 
                            w.size(0) / 2, w.size(1), stream()) ||
          launch_gemv_mma_gated(x2d.size(0), static_cast<int>(act), x2d.data_ptr(), w.data_ptr(), out2d.data_ptr(),
                                w.size(0) / 2, w.size(1), stream());
+}
+
+bool norm_linear(const ops::DecodeRows& d, float eps, const Tensor& w, int act, Tensor& sum, Tensor& out) {
+  const char* on = std::getenv("TERN_CUDA_NORM_GEMV");
+  if (!on || on[0] != '1' || d.rows != 1 || (act >= 0 && w.size(0) % 2 != 0)) return false;
+  const int64_t K = w.size(1), N = act >= 0 ? w.size(0) / 2 : w.size(0);
+  const Device dev = d.x2d.device();
+  Tensor s = d.delta2d.defined() ? Tensor::empty({1, K}, Dtype::bf16, dev) : d.x2d;
+  Tensor o = Tensor::empty({1, N}, Dtype::bf16, dev);
+  if (!launch_gemv_norm(act, d.x2d.data_ptr(), d.delta2d.defined() ? d.delta2d.data_ptr() : nullptr,
+                        d.delta2d.defined() ? s.data_ptr() : nullptr, d.weight.defined() ? d.weight.data_ptr() : nullptr,
+                        eps, w.data_ptr(), o.data_ptr(), N, K, stream()))
+    return false;
+  sum = s;
+  out = o;
+  return true;
 }
 
 }  // namespace tern::cuda

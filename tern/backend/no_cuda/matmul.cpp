@@ -2,6 +2,7 @@
 #include "tern/ops/matmul.h"
 
 #include "tern/ops/gated_linear.h"
+#include "tern/ops/norm_linear.h"
 
 namespace tern::cuda {
 
@@ -10,5 +11,6 @@ void linear(const Tensor&, const Tensor&, const Tensor&, Tensor&) { throw Error(
 bool gated_linear(const Tensor&, const Tensor&, ops::UnaryOp, Tensor&) {
   throw Error("[gated_linear] needs a CUDA build");
 }
+bool norm_linear(const ops::DecodeRows&, float, const Tensor&, int, Tensor&, Tensor&) { return false; }
 
 }  // namespace tern::cuda
