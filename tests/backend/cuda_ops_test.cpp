@@ -332,6 +332,14 @@ TEST_F(CudaOps, NormLinearInOneLaunchMatchesTheCpu) {
     EXPECT_EQ(nmse(two.sum, one.sum), 0.0);
     EXPECT_CLOSE(want.sum, one.sum, Dtype::bf16);
   }
+  // Past 8,192 outputs (an LM head) and past K = 2,048 the two launches stay.
+  const Tensor x = randn({1, 1024}, Dtype::bf16, 154).to(kGpu), wide = randn({8193, 1024}, Dtype::bf16, 155).to(kGpu);
+  const Tensor xk = randn({1, 2056}, Dtype::bf16, 156).to(kGpu), deep = randn({64, 2056}, Dtype::bf16, 157).to(kGpu);
+  setenv("TERN_CUDA_NORM_GEMV", "1", 1);
+  Tensor sum, out;
+  EXPECT_FALSE(cuda::norm_linear(ops::decode_rows(ops::PreNorm{x}, wide), 1e-6f, wide, -1, sum, out));
+  EXPECT_FALSE(cuda::norm_linear(ops::decode_rows(ops::PreNorm{xk}, deep), 1e-6f, deep, -1, sum, out));
+  unsetenv("TERN_CUDA_NORM_GEMV");
 }
 
 TEST_F(CudaOps, SoftmaxAndReductions) {
