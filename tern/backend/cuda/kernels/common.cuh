@@ -91,6 +91,11 @@ __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
+// An RMSNorm's scale: 1 / sqrt(mean of squares + eps) for a row of d elements whose squares sum to ss.
+// Every norm kernel takes it from here, so fused and separate norms give the same numbers.
+__device__ __forceinline__ float inv_rms(float ss, int64_t d, float eps) {
+  return rsqrtf(ss / static_cast<float>(d) + eps);
+}
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));

@@ -6,61 +6,43 @@
 // and takes the dot products. Block 0's first warp writes s. No shared memory and no block barrier: the
 // weights are in flight while the row's norm is computed. Device code only.
 #pragma once
-#include "tern/backend/cuda/kernels/gemv.cuh"
+#include "tern/backend/cuda/kernels/norm_rows.cuh"
 
 namespace tern::cuda::kernels {
 
 constexpr int kGemvNormChunks = 8;  // most 16-byte chunks of the row a lane holds: K <= 2,048
 
-// The lane's chunks lane + 32 i (i < CH) of the normed row as packed bf16 (zeros past K); the residual
-// sum rounded to bf16 first (and written to `sum` by the writer) when delta is given; g may be nullptr.
+// The lane's chunks lane + 32 i (i < CH) of the normed row (norm_rows.cuh's residual_chunk, inv_rms and
+// normed_chunk; zeros past K); the writer also stores the residual sum when delta is given; g may be
+// nullptr.
 template <int CH>
 __device__ __forceinline__ void gemv_norm_row(const __nv_bfloat16* __restrict__ x,
                                               const __nv_bfloat16* __restrict__ delta,
                                               const __nv_bfloat16* __restrict__ g, float eps,
                                               __nv_bfloat16* __restrict__ sum, int64_t K, bool writer,
                                               uint4 (&xn)[CH]) {
-  union Vec {
-    uint4 u;
-    __nv_bfloat16 e[8];
-  };
   const int lane = threadIdx.x & 31;
   const int chunks = static_cast<int>(K / 8);
   float ss = 0.0f;
 #pragma unroll
   for (int i = 0; i < CH; ++i) {
     const int c = lane + 32 * i;
-    Vec s;
-    s.u = make_uint4(0, 0, 0, 0);
-    if (c < chunks) {
-      s.u = __ldg(reinterpret_cast<const uint4*>(x) + c);
-      if (delta) {
-        Vec d;
-        d.u = __ldg(reinterpret_cast<const uint4*>(delta) + c);
+    xn[i] = make_uint4(0, 0, 0, 0);
+    if (c >= chunks) continue;
+    float f[8];
+    xn[i] = residual_chunk(x, delta, c, f);
+    if (delta && writer) reinterpret_cast<uint4*>(sum)[c] = xn[i];
 #pragma unroll
-        for (int j = 0; j < 8; ++j) s.e[j] = from_f32<__nv_bfloat16>(to_f32(s.e[j]) + to_f32(d.e[j]));
-        if (writer) reinterpret_cast<uint4*>(sum)[c] = s.u;
-      }
-#pragma unroll
-      for (int j = 0; j < 8; ++j) ss += to_f32(s.e[j]) * to_f32(s.e[j]);
-    }
-    xn[i] = s.u;
+    for (int j = 0; j < 8; ++j) ss += f[j] * f[j];
   }
-  ss = warp_sum(ss);
-  const float inv = rsqrtf(ss / static_cast<float>(K) + eps);
+  const float inv = inv_rms(warp_sum(ss), K, eps);
 #pragma unroll
   for (int i = 0; i < CH; ++i) {
     const int c = lane + 32 * i;
     if (c >= chunks) continue;
-    Vec s, gv;
-    s.u = xn[i];
-    if (g) gv.u = __ldg(reinterpret_cast<const uint4*>(g) + c);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      const float v = to_f32(s.e[j]);
-      s.e[j] = from_f32<__nv_bfloat16>(g ? v * inv * to_f32(gv.e[j]) : v * inv);
-    }
-    xn[i] = s.u;
+    float wf[8];
+    if (g) bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(g) + c), wf);
+    xn[i] = normed_chunk(xn[i], inv, g ? wf : nullptr);
   }
 }
 

@@ -39,7 +39,7 @@ __global__ void rms_norm_kernel(const T* __restrict__ x, Layout rows, const T* _
     ss += v * v;
   }
   ss = block_sum(ss);
-  const float inv = rsqrtf(ss / static_cast<float>(d) + eps);
+  const float inv = inv_rms(ss, d, eps);
   for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
     float v = (sr ? to_f32(sr[i]) : to_f32(xr[i])) * inv;
     if (w) v *= to_f32(w[i]);
@@ -79,7 +79,7 @@ __global__ void rms_norm_regs_kernel(const T* __restrict__ x, Layout rows, const
     ss += v[i] * v[i];
   }
   ss = block_sum(ss);
-  const float inv = rsqrtf(ss / static_cast<float>(d) + eps);
+  const float inv = inv_rms(ss, d, eps);
 #pragma unroll
   for (int i = 0; i < kNormValuesPerThread; ++i) {
     const int64_t j = threadIdx.x + static_cast<int64_t>(i) * blockDim.x;
@@ -128,7 +128,7 @@ __global__ void rms_norm_vec_kernel(const T* __restrict__ x, Layout rows, const 
   }
   ss = block_sum(ss);
   if (!live) return;
-  const float inv = rsqrtf(ss / static_cast<float>(d) + eps);
+  const float inv = inv_rms(ss, d, eps);
   Vec o;
 #pragma unroll
   for (int i = 0; i < 8; ++i) o.e[i] = from_f32<T>(w ? v[i] * inv * wv[i] : v[i] * inv);

@@ -75,7 +75,7 @@ __device__ __forceinline__ void norm_rope_finish(float (&v)[NV], const float (&w
 #pragma unroll
   for (int i = 0; i < NV; ++i) ss += v[i] * v[i];
   ss = warp_sum(ss);
-  const float inv = rsqrtf(ss / static_cast<float>(D) + eps);
+  const float inv = inv_rms(ss, D, eps);
 #pragma unroll
   for (int i = 0; i < NV; ++i) {
     const int j = lane + 32 * i;
@@ -113,7 +113,7 @@ __device__ __forceinline__ uint2 norm_rope_finish_128(float (&v)[4], const float
 #pragma unroll
   for (int i = 0; i < 4; ++i) ss += v[i] * v[i];
   ss = warp_sum(ss);
-  const float inv = rsqrtf(ss / 128.0f + eps);
+  const float inv = inv_rms(ss, 128, eps);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     float n = v[i] * inv;
