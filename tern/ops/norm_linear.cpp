@@ -26,22 +26,6 @@ DecodeRows decode_rows(const PreNorm& in, const Tensor& w) {
                     in.weight.defined() ? in.weight.contiguous() : Tensor(), rows};
 }
 
-namespace {
-
-// The one-launch CUDA form (cuda::norm_linear) for one decode row; false where it does not apply.
-bool fused(const PreNorm& in, const Tensor& w, int act, NormedProduct& r) {
-  const DecodeRows d = decode_rows(in, w);
-  Tensor sum, out;
-  if (d.rows != 1 || !cuda::norm_linear(d, in.eps, w, act, sum, out)) return false;
-  Shape shape = in.x.shape();
-  shape.back() = out.size(1);
-  r.sum = in.delta.defined() ? sum.view(in.x.shape()) : in.x;
-  r.out = out.view(shape);
-  return true;
-}
-
-}  // namespace
-
 AddNorm pre_norm(const PreNorm& in) {
   if (in.delta.defined()) return add_rms_norm(in.x, in.delta, in.weight, in.eps);
   return AddNorm{in.x, rms_norm(in.x, in.weight, in.eps)};
@@ -51,7 +35,7 @@ NormedProduct norm_linear(const PreNorm& in, const Tensor& w, const Tensor& bias
   TERN_CHECK(w.defined() && w.rank() == 2, "[norm_linear] expected w [out, in], got {}",
              w.defined() ? shape_str(w.shape()) : std::string("undefined"));
   NormedProduct r;
-  if (!bias.defined() && fused(in, w, -1, r)) return r;
+  if (!bias.defined() && cuda::norm_linear(in, w, -1, r)) return r;
   AddNorm a = pre_norm(in);
   return NormedProduct{a.sum, linear(a.normed, w, bias)};
 }
@@ -63,7 +47,7 @@ NormedProduct norm_gated_linear(const PreNorm& in, const Tensor& w, UnaryOp act)
              "[norm_gated_linear] expected w [2 * inter, in], got {}",
              w.defined() ? shape_str(w.shape()) : std::string("undefined"));
   NormedProduct r;
-  if (fused(in, w, static_cast<int>(act), r)) return r;
+  if (cuda::norm_linear(in, w, static_cast<int>(act), r)) return r;
   AddNorm a = pre_norm(in);
   return NormedProduct{a.sum, gated_linear(a.normed, w, act)};
 }

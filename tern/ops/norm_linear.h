@@ -45,10 +45,10 @@ NormedProduct norm_gated_linear(const PreNorm& in, const Tensor& w, UnaryOp act)
 }  // namespace tern::ops
 
 namespace tern::cuda {
-// The one-launch form of norm_linear (act -1) and norm_gated_linear (act a UnaryOp code) for one decode
-// row (ops::decode_rows gave rows == 1): the residual add and the RMSNorm inside the GEMV
-// (kernels/gemv_norm.cuh). On with TERN_CUDA_NORM_GEMV=1 (read at each call). Sets sum ([1, K]: x +
-// delta, or x without a delta) and out ([1, N], or [1, N / 2] gated); false (nothing done) where it does
-// not apply.
-bool norm_linear(const ops::DecodeRows& d, float eps, const Tensor& w, int act, Tensor& sum, Tensor& out);
+// The one-launch form of norm_linear (act -1, no bias) and norm_gated_linear (act a UnaryOp code) for
+// one decode row (ops::decode_rows gives rows == 1): the residual add and the RMSNorm inside the GEMV
+// (kernels/gemv_norm.cuh). On with TERN_CUDA_NORM_GEMV=1, read at each call before anything else, so
+// the two launches pay only that lookup. Sets r as the two launches would; false (nothing done) where it
+// does not apply.
+bool norm_linear(const ops::PreNorm& in, const Tensor& w, int act, ops::NormedProduct& r);
 }  // namespace tern::cuda

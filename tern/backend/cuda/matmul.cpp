@@ -144,19 +144,23 @@ bool gated_linear(const Tensor& x2d, const Tensor& w, ops::UnaryOp act, Tensor& 
                                w.size(0) / 2, w.size(1), stream());
 }
 
-bool norm_linear(const ops::DecodeRows& d, float eps, const Tensor& w, int act, Tensor& sum, Tensor& out) {
+bool norm_linear(const ops::PreNorm& in, const Tensor& w, int act, ops::NormedProduct& r) {
   const char* on = std::getenv("TERN_CUDA_NORM_GEMV");
-  if (!on || on[0] != '1' || d.rows != 1 || (act >= 0 && w.size(0) % 2 != 0)) return false;
+  if (!on || on[0] != '1') return false;
+  const ops::DecodeRows d = ops::decode_rows(in, w);
+  if (d.rows != 1 || (act >= 0 && w.size(0) % 2 != 0)) return false;
   const int64_t K = w.size(1), N = act >= 0 ? w.size(0) / 2 : w.size(0);
   const Device dev = d.x2d.device();
-  Tensor s = d.delta2d.defined() ? Tensor::empty({1, K}, Dtype::bf16, dev) : d.x2d;
-  Tensor o = Tensor::empty({1, N}, Dtype::bf16, dev);
+  Tensor sum = d.delta2d.defined() ? Tensor::empty({1, K}, Dtype::bf16, dev) : Tensor();
+  Tensor out = Tensor::empty({1, N}, Dtype::bf16, dev);
   if (!launch_gemv_norm(act, d.x2d.data_ptr(), d.delta2d.defined() ? d.delta2d.data_ptr() : nullptr,
-                        d.delta2d.defined() ? s.data_ptr() : nullptr, d.weight.defined() ? d.weight.data_ptr() : nullptr,
-                        eps, w.data_ptr(), o.data_ptr(), N, K, stream()))
+                        sum.defined() ? sum.data_ptr() : nullptr, d.weight.defined() ? d.weight.data_ptr() : nullptr,
+                        in.eps, w.data_ptr(), out.data_ptr(), N, K, stream()))
     return false;
-  sum = s;
-  out = o;
+  Shape shape = in.x.shape();
+  shape.back() = N;
+  r.sum = sum.defined() ? sum.view(in.x.shape()) : in.x;
+  r.out = out.view(shape);
   return true;
 }
 

@@ -11,6 +11,6 @@ void linear(const Tensor&, const Tensor&, const Tensor&, Tensor&) { throw Error(
 bool gated_linear(const Tensor&, const Tensor&, ops::UnaryOp, Tensor&) {
   throw Error("[gated_linear] needs a CUDA build");
 }
-bool norm_linear(const ops::DecodeRows&, float, const Tensor&, int, Tensor&, Tensor&) { return false; }
+bool norm_linear(const ops::PreNorm&, const Tensor&, int, ops::NormedProduct&) { return false; }
 
 }  // namespace tern::cuda
