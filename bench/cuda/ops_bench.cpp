@@ -18,7 +18,7 @@
 //              Qwen3.5-9B and Gemma 4 (its sliding and full layers), causal, over 512-8,192 tokens
 //   --gemm-algos: the copy ceiling and, for Qwen3-8B's decode products at 8, 32 and 64 rows (and its LM
 //                 head at 32), each of the first 16 algorithms cuBLASLt's heuristic offers, best-first,
-//                 with the weights out of L2 (what TERN_CUDA_GEMM_TUNE=1 chooses among)
+//                 with the weights out of L2
 //   --sampling: the copy ceiling and the device sampler's ops (top-k, the row draw, the nucleus mask, log_softmax, sum) on
 //               one Qwen3 vocabulary row, GPU time and host wall time with the copy back
 #include <cuda_runtime_api.h>

@@ -34,8 +34,6 @@ AddNorm pre_norm(const PreNorm& in) {
 NormedProduct norm_linear(const PreNorm& in, const Tensor& w, const Tensor& bias) {
   TERN_CHECK(w.defined() && w.rank() == 2, "[norm_linear] expected w [out, in], got {}",
              w.defined() ? shape_str(w.shape()) : std::string("undefined"));
-  NormedProduct r;
-  if (!bias.defined() && cuda::norm_linear(in, w, -1, r)) return r;
   AddNorm a = pre_norm(in);
   return NormedProduct{a.sum, linear(a.normed, w, bias)};
 }
@@ -46,8 +44,6 @@ NormedProduct norm_gated_linear(const PreNorm& in, const Tensor& w, UnaryOp act)
   TERN_CHECK(w.defined() && w.rank() == 2 && w.size(0) % 2 == 0,
              "[norm_gated_linear] expected w [2 * inter, in], got {}",
              w.defined() ? shape_str(w.shape()) : std::string("undefined"));
-  NormedProduct r;
-  if (cuda::norm_linear(in, w, static_cast<int>(act), r)) return r;
   AddNorm a = pre_norm(in);
   return NormedProduct{a.sum, gated_linear(a.normed, w, act)};
 }

@@ -33,22 +33,12 @@ struct NormedProduct {
 };
 
 // {sum, linear(normed, w, bias)} with {sum, normed} = pre_norm(in): pre_norm, then ops::linear. (A CUDA
-// kernel that normalised the row into shared memory in every block before its products measured slower
-// in whole decode steps than the two launches, bench/RESULTS.md 2026-12-03, and was removed. Its
-// successor, cuda::norm_linear below, keeps the weights in flight while each warp norms the row; it is
-// off by default until measured.)
+// kernel that put the norm into the product measured slower in whole decode steps than the two
+// launches, bench/RESULTS.md 2026-12-03, and was removed; so did one whose warps normed the row from
+// registers behind their weight loads, 2026-12-05.)
 NormedProduct norm_linear(const PreNorm& in, const Tensor& w, const Tensor& bias = Tensor());
 
 // {sum, gated_linear(normed, w, act)}: the same for the gated MLP's stacked gate/up weights.
 NormedProduct norm_gated_linear(const PreNorm& in, const Tensor& w, UnaryOp act);
 
 }  // namespace tern::ops
-
-namespace tern::cuda {
-// The one-launch form of norm_linear (act -1, no bias) and norm_gated_linear (act a UnaryOp code) for
-// one decode row (ops::decode_rows gives rows == 1): the residual add and the RMSNorm inside the GEMV
-// (kernels/gemv_norm.cuh). On with TERN_CUDA_NORM_GEMV=1, read at each call before anything else, so
-// the two launches pay only that lookup. Sets r as the two launches would; false (nothing done) where it
-// does not apply.
-bool norm_linear(const ops::PreNorm& in, const Tensor& w, int act, ops::NormedProduct& r);
-}  // namespace tern::cuda

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <random>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "tern/backend/cuda/runtime/allocator.h"
@@ -291,55 +290,6 @@ TEST_F(CudaOps, NormLinearMatchesNormThenLinear) {
   EXPECT_THROW(ops::norm_gated_linear(ops::PreNorm{randn({1, 64}, Dtype::bf16, 140).to(kGpu)},
                                       randn({6, 64}, Dtype::bf16, 141).to(kGpu), ops::UnaryOp::exp),
                Error);
-}
-
-// TERN_CUDA_NORM_GEMV=1: one decode row's residual add, RMSNorm and product in one launch
-// (kernels/gemv_norm.cuh) against the CPU, and its residual sum bit for bit against the two launches:
-// rows of 8 to 2,048 (one to eight 16-byte chunks a lane, the last ones partial), with and without the
-// delta and the norm weight, plain and gated with each activation, a row count off the block's four.
-TEST_F(CudaOps, NormLinearInOneLaunchMatchesTheCpu) {
-  struct Case {
-    int64_t in, out;
-    int act;  // -1 plain, else a UnaryOp
-    bool delta, weight;
-  };
-  const int silu = static_cast<int>(ops::UnaryOp::silu), tanh = static_cast<int>(ops::UnaryOp::gelu_tanh),
-            erf = static_cast<int>(ops::UnaryOp::gelu_erf);
-  const Case cases[] = {{1024, 4097, -1, true, true}, {2048, 5121, -1, true, true}, {520, 300, -1, false, true},
-                        {1032, 700, -1, true, false},  {8, 3, -1, true, true},       {1024, 3075, silu, true, true},
-                        {2048, 770, silu, false, true}, {1000, 129, tanh, true, true}, {1536, 258, erf, true, false}};
-  for (const Case& c : cases) {
-    SCOPED_TRACE("in " + std::to_string(c.in) + " out " + std::to_string(c.out) + " act " + std::to_string(c.act));
-    Tensor w = randn({c.act >= 0 ? 2 * c.out : c.out, c.in}, Dtype::bf16, 150, 0.05f), wg = w.to(kGpu);
-    Tensor nw = c.weight ? randn({c.in}, Dtype::bf16, 151) : Tensor();
-    Tensor x = randn({1, 1, c.in}, Dtype::bf16, 152), d = c.delta ? randn({1, 1, c.in}, Dtype::bf16, 153) : Tensor();
-    const ops::PreNorm cpu{x, d, nw, 1e-6f};
-    const ops::PreNorm gpu{x.to(kGpu), c.delta ? d.to(kGpu) : Tensor(), c.weight ? nw.to(kGpu) : Tensor(), 1e-6f};
-    const auto act = static_cast<ops::UnaryOp>(c.act);
-    auto run = [&](const ops::PreNorm& in, const Tensor& wt) {
-      return c.act >= 0 ? ops::norm_gated_linear(in, wt, act) : ops::norm_linear(in, wt);
-    };
-    const ops::NormedProduct want = run(cpu, w), two = run(gpu, wg);
-    setenv("TERN_CUDA_NORM_GEMV", "1", 1);
-    const ops::NormedProduct one = run(gpu, wg);
-    ops::NormedProduct direct;  // the one-launch path took the row (no silent fallback to the two launches)
-    const bool took = cuda::norm_linear(gpu, wg, c.act, direct);
-    unsetenv("TERN_CUDA_NORM_GEMV");
-    ASSERT_TRUE(took);
-    EXPECT_EQ(nmse(one.out, direct.out), 0.0);
-    ASSERT_EQ(one.out.shape(), want.out.shape());
-    EXPECT_CLOSE(want.out, one.out, Dtype::bf16);
-    EXPECT_EQ(nmse(two.sum, one.sum), 0.0);
-    EXPECT_CLOSE(want.sum, one.sum, Dtype::bf16);
-  }
-  // Past 8,192 outputs (an LM head) and past K = 2,048 the two launches stay.
-  const Tensor x = randn({1, 1024}, Dtype::bf16, 154).to(kGpu), wide = randn({8193, 1024}, Dtype::bf16, 155).to(kGpu);
-  const Tensor xk = randn({1, 2056}, Dtype::bf16, 156).to(kGpu), deep = randn({64, 2056}, Dtype::bf16, 157).to(kGpu);
-  setenv("TERN_CUDA_NORM_GEMV", "1", 1);
-  ops::NormedProduct r;
-  EXPECT_FALSE(cuda::norm_linear(ops::PreNorm{x}, wide, -1, r));
-  EXPECT_FALSE(cuda::norm_linear(ops::PreNorm{xk}, deep, -1, r));
-  unsetenv("TERN_CUDA_NORM_GEMV");
 }
 
 TEST_F(CudaOps, SoftmaxAndReductions) {
@@ -642,21 +592,6 @@ TEST_F(CudaOps, Linear) {
   // f32 activations with bf16 weights (resident weights): computed in bf16 on the GPU.
   Tensor x = randn({5, 128}, Dtype::f32, 43), w = randn({256, 128}, Dtype::bf16, 44);
   EXPECT_CLOSE(ops::linear(x, w), ops::linear(x.to(kGpu), w.to(kGpu)), Dtype::bf16);
-}
-
-// TERN_CUDA_GEMM_TUNE=1: a new plan for a decode-sized product (at most 64 rows) keeps the fastest of
-// cuBLASLt's candidates; whichever it keeps computes the product. Shapes no other test takes, so their
-// plans are made here under the setting; the last has more rows than are tuned.
-TEST_F(CudaOps, TunedGemmPlansComputeTheProduct) {
-  setenv("TERN_CUDA_GEMM_TUNE", "1", 1);
-  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{9, 3080, 1032},
-                         {32, 1544, 2056},
-                         {64, 776, 520},
-                         {65, 776, 520}}) {
-    Tensor x = randn({m, k}, Dtype::bf16, 120 + m), w = randn({n, k}, Dtype::bf16, 130, 0.05f);
-    EXPECT_CLOSE(ops::linear(x, w), ops::linear(x.to(kGpu), w.to(kGpu)), Dtype::bf16) << "M " << m << " N " << n;
-  }
-  unsetenv("TERN_CUDA_GEMM_TUNE");
 }
 
 // The tensor-core decode products (5 to 32 rows; forced on past the default's 8 when the split is forced):

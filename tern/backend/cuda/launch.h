@@ -45,13 +45,6 @@ bool launch_gemv(int64_t M, const void* x, const void* w, Dtype out_dt, void* ou
 // a UnaryOp code (silu, gelu_tanh, gelu_erf); the same conditions and false otherwise.
 bool launch_gemv_gated(int64_t M, int act, const void* x, const void* w, void* out, int64_t N, int64_t K,
                        cudaStream_t s);
-// gemv_norm.cu: one decode row's pre-norm entry in one launch. normed = rms_norm(x + delta, g, eps) (x
-// alone without delta, no scale without g), sum = x + delta (written only with delta), and out [N] =
-// normed . w[n] (act -1) or act(normed . w[n]) * (normed . w[N + n]) (act a UnaryOp code; w [2N, K]),
-// all bf16 and contiguous. False (nothing launched) unless N <= 8,192, K % 8 == 0, K <= 2,048, the
-// pointers are 16-byte aligned and the weights go past L1 (TERN_CUDA_GEMV_NA).
-bool launch_gemv_norm(int act, const void* x, const void* delta, void* sum, const void* g, float eps, const void* w,
-                      void* out, int64_t N, int64_t K, cudaStream_t s);
 // gemv_mma.cu: the same two products on tensor cores (sm_90) for 5 <= M <= 8 over weights of at most 2^23
 // elements (up to 32 rows of any size with TERN_CUDA_MMA_GEMV=1), K % 32 == 0 and out 16-byte aligned too;
 // false (nothing launched) otherwise.

@@ -1,9 +1,7 @@
 // CUDA matmul and linear: row-major tensor views mapped onto column-major cuBLASLt GEMMs (C^T = B^T A^T),
 // strided views used in place where one of the two matrix strides is 1, batch dims flattened when the
-// strides allow, else looped. Also the one-launch pre-norm GEMV of ops::norm_linear.
+// strides allow, else looped.
 #include "tern/ops/matmul.h"
-
-#include <cstdlib>
 
 #include "tern/backend/cuda/blas/gemm.h"
 #include "tern/backend/cuda/launch.h"
@@ -11,7 +9,6 @@
 #include "tern/backend/cuda/runtime/context.h"
 #include "tern/ops/elementwise.h"
 #include "tern/ops/gated_linear.h"
-#include "tern/ops/norm_linear.h"
 
 namespace tern::cuda {
 namespace {
@@ -142,26 +139,6 @@ bool gated_linear(const Tensor& x2d, const Tensor& w, ops::UnaryOp act, Tensor& 
                            w.size(0) / 2, w.size(1), stream()) ||
          launch_gemv_mma_gated(x2d.size(0), static_cast<int>(act), x2d.data_ptr(), w.data_ptr(), out2d.data_ptr(),
                                w.size(0) / 2, w.size(1), stream());
-}
-
-bool norm_linear(const ops::PreNorm& in, const Tensor& w, int act, ops::NormedProduct& r) {
-  const char* on = std::getenv("TERN_CUDA_NORM_GEMV");
-  if (!on || on[0] != '1') return false;
-  const ops::DecodeRows d = ops::decode_rows(in, w);
-  if (d.rows != 1 || (act >= 0 && w.size(0) % 2 != 0)) return false;
-  const int64_t K = w.size(1), N = act >= 0 ? w.size(0) / 2 : w.size(0);
-  const Device dev = d.x2d.device();
-  Tensor sum = d.delta2d.defined() ? Tensor::empty({1, K}, Dtype::bf16, dev) : Tensor();
-  Tensor out = Tensor::empty({1, N}, Dtype::bf16, dev);
-  if (!launch_gemv_norm(act, d.x2d.data_ptr(), d.delta2d.defined() ? d.delta2d.data_ptr() : nullptr,
-                        sum.defined() ? sum.data_ptr() : nullptr, d.weight.defined() ? d.weight.data_ptr() : nullptr,
-                        in.eps, w.data_ptr(), out.data_ptr(), N, K, stream()))
-    return false;
-  Shape shape = in.x.shape();
-  shape.back() = N;
-  r.sum = sum.defined() ? sum.view(in.x.shape()) : in.x;
-  r.out = out.view(shape);
-  return true;
 }
 
 }  // namespace tern::cuda

@@ -2,7 +2,6 @@
 #include "tern/ops/matmul.h"
 
 #include "tern/ops/gated_linear.h"
-#include "tern/ops/norm_linear.h"
 
 namespace tern::cuda {
 
@@ -11,6 +10,5 @@ void linear(const Tensor&, const Tensor&, const Tensor&, Tensor&) { throw Error(
 bool gated_linear(const Tensor&, const Tensor&, ops::UnaryOp, Tensor&) {
   throw Error("[gated_linear] needs a CUDA build");
 }
-bool norm_linear(const ops::PreNorm&, const Tensor&, int, ops::NormedProduct&) { return false; }
 
 }  // namespace tern::cuda

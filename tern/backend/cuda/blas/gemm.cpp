@@ -4,7 +4,6 @@
 #include <cublasLt.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -180,43 +179,9 @@ float time_algo(Blas& bl, const Plan& p, const cublasLtMatmulAlgo_t& algo, const
   return t[t.size() / 2];
 }
 
-// TERN_CUDA_GEMM_TUNE=1: a plan for a product of at most kTuneMaxRows activation rows (decode shapes;
-// their count is bounded by the batch sizes) made outside a graph capture times the heuristic's first
-// kTuneAlgos algorithms on the call's own buffers and keeps the fastest, instead of the first.
-constexpr int kTuneAlgos = 16, kTuneReps = 5;
-constexpr int64_t kTuneMaxRows = 64;
-constexpr size_t kTuneFlushBytes = size_t{256} << 20;
-
-bool tune_wanted(const GemmDesc& d, cudaStream_t stream) {
-  const char* e = std::getenv("TERN_CUDA_GEMM_TUNE");  // read per new plan (rare), so tests can set it
-  if (!e || e[0] != '1' || d.n > kTuneMaxRows || d.batch != 1) return false;
-  cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
-  return cudaStreamIsCapturing(stream, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusNone;
-}
-
-Plan make_plan(Blas& bl, const GemmDesc& d, uint32_t al_a, uint32_t al_b, uint32_t al_c, const void* a, const void* b,
-               void* c, cudaStream_t stream) {
+Plan make_plan(Blas& bl, const GemmDesc& d, uint32_t al_a, uint32_t al_b, uint32_t al_c) {
   Plan p = make_layouts(d);
-  const bool tune = tune_wanted(d, stream);
-  const auto algos = heuristics(bl, p, d, al_a, al_b, al_c, tune ? kTuneAlgos : 1);
-  p.algo = algos[0].algo;
-  if (tune && algos.size() > 1) {
-    // Each timed call finds the weights out of L2, as a decode step does: a scratch larger than any
-    // L2 is written before it. Without room for the scratch the plan keeps the heuristic's first.
-    void* scratch = nullptr;
-    if (cudaMalloc(&scratch, kTuneFlushBytes) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return p;
-    }
-    const auto flush = [&] { TERN_CUDA_CHECK(cudaMemsetAsync(scratch, 0, kTuneFlushBytes, stream)); };
-    float best = time_algo(bl, p, algos[0].algo, a, b, c, stream, kTuneReps, flush);
-    for (size_t i = 1; i < algos.size(); ++i) {
-      const float us = time_algo(bl, p, algos[i].algo, a, b, c, stream, kTuneReps, flush);
-      if (us >= 0.0f && (best < 0.0f || us < best)) best = us, p.algo = algos[i].algo;
-    }
-    TERN_CUDA_CHECK(cudaStreamSynchronize(stream));
-    TERN_CUDA_CHECK(cudaFree(scratch));
-  }
+  p.algo = heuristics(bl, p, d, al_a, al_b, al_c, 1)[0].algo;
   return p;
 }
 
@@ -259,7 +224,7 @@ void gemm(const GemmDesc& d, const void* a, const void* b, void* c, cudaStream_t
   {
     std::lock_guard<std::mutex> lock(bl.mu);
     auto it = bl.plans.find(key);
-    if (it == bl.plans.end()) it = bl.plans.emplace(key, make_plan(bl, d, al_a, al_b, al_c, a, b, c, stream)).first;
+    if (it == bl.plans.end()) it = bl.plans.emplace(key, make_plan(bl, d, al_a, al_b, al_c)).first;
     plan = &it->second;
   }
   TERN_CUBLAS_CHECK(run_algo(bl, *plan, plan->algo, a, b, c, stream));

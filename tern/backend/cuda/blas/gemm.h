@@ -23,8 +23,6 @@ struct GemmDesc {
 };
 
 // Queues the product on `stream`. Throws tern::Error on unsupported types or a cuBLASLt failure.
-// With TERN_CUDA_GEMM_TUNE=1 a new plan for at most 64 activation rows (desc.n), made outside a graph
-// capture, times the heuristic's first 16 algorithms on these buffers and keeps the fastest.
 void gemm(const GemmDesc& desc, const void* a, const void* b, void* c, cudaStream_t stream);
 
 // For benchmarks: the first `count` algorithms cuBLASLt's heuristic offers for `desc`, best-first, each

@@ -1,9 +1,8 @@
-// A pre-norm sub-layer's rows normalised by the kernels that read them, rms_norm(x + delta) * weight
-// rounded to bf16 as the separate add_rms_norm kernel rounds them: chunk by chunk (residual_chunk,
-// normed_chunk; also the batch-1 pre-norm GEMV, gemv_norm.cuh) and, for the MoE entry (moe.cuh), whole
-// rows into shared memory by every block. A decode product behind its norm that way (every block
-// normalising the rows before its first weight load) measured slower in whole steps than the add+norm
-// launch before the product (bench/RESULTS.md, 2026-12-03) and was removed.
+// A pre-norm sub-layer's rows normalised into shared memory by every block that reads them (the MoE
+// entry, moe.cuh): rms_norm(x + delta) * weight rounded to bf16 as the separate add_rms_norm kernel
+// rounds them. A decode product behind its norm the same way (every block normalising the rows before
+// its first weight load) measured slower in whole steps than the add+norm launch before the product
+// (bench/RESULTS.md, 2026-12-03) and was removed.
 #pragma once
 #include "tern/backend/cuda/kernels/gemv.cuh"
 
@@ -15,33 +14,6 @@ __device__ __forceinline__ uint4 f32x8_to_bf16(const float* f) {
 #pragma unroll
   for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
   return v;
-}
-
-// Chunk c (8 elements) of a row's residual sum as stored: bf16(x + delta), or x itself without a delta;
-// f gets its values as f32.
-__device__ __forceinline__ uint4 residual_chunk(const __nv_bfloat16* __restrict__ x,
-                                                const __nv_bfloat16* __restrict__ delta, int64_t c, float (&f)[8]) {
-  uint4 h = __ldg(reinterpret_cast<const uint4*>(x) + c);
-  bf16x8_to_f32(h, f);
-  if (delta) {
-    float d[8];
-    bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(delta) + c), d);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) f[i] += d[i];
-    h = f32x8_to_bf16(f);
-    bf16x8_to_f32(h, f);
-  }
-  return h;
-}
-
-// A chunk h of the residual sum normed: bf16(h * inv * w) with the chunk's norm weights wf, or bf16(h *
-// inv) without them (wf nullptr).
-__device__ __forceinline__ uint4 normed_chunk(uint4 h, float inv, const float* wf) {
-  float f[8];
-  bf16x8_to_f32(h, f);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) f[i] = wf ? f[i] * inv * wf[i] : f[i] * inv;
-  return f32x8_to_bf16(f);
 }
 
 // xs[m, :] = bf16(rms_norm(bf16(x[m] + delta[m])) * weight) for m < M rows of K (K % 8 == 0); delta
@@ -61,8 +33,19 @@ __device__ __forceinline__ void norm_rows_to_shared(const __nv_bfloat16* __restr
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       float f[8];
-      const uint4 h = residual_chunk(x + m * K, delta ? delta + m * K : nullptr, c, f);
-      if (write_sum) reinterpret_cast<uint4*>(sum + m * K)[c] = h;
+      bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(x + m * K) + c), f);
+      uint4 h;
+      if (delta) {
+        float d[8];
+        bf16x8_to_f32(__ldg(reinterpret_cast<const uint4*>(delta + m * K) + c), d);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) f[i] += d[i];
+        h = f32x8_to_bf16(f);
+        bf16x8_to_f32(h, f);  // the sum as stored
+        if (write_sum) reinterpret_cast<uint4*>(sum + m * K)[c] = h;
+      } else {
+        h = __ldg(reinterpret_cast<const uint4*>(x + m * K) + c);
+      }
       reinterpret_cast<uint4*>(xs + m * K)[c] = h;
 #pragma unroll
       for (int i = 0; i < 8; ++i) ss[m] += f[i] * f[i];
@@ -90,7 +73,11 @@ __device__ __forceinline__ void norm_rows_to_shared(const __nv_bfloat16* __restr
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       uint4* p = reinterpret_cast<uint4*>(xs + m * K) + c;
-      *p = normed_chunk(*p, inv[m], weight ? wf : nullptr);
+      float f[8];
+      bf16x8_to_f32(*p, f);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) f[i] = weight ? f[i] * inv[m] * wf[i] : f[i] * inv[m];
+      *p = f32x8_to_bf16(f);
     }
   }
   __syncthreads();
