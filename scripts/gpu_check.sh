@@ -19,6 +19,8 @@
 # TERN_GPU_SAMPLED="0.6b 8b" (with the CLI): batch-1 decode of a random Qwen3 checkpoint of each size, greedy
 # (the device argmax) beside host-sampled decode as generate runs it (see sampled_stage).
 # TERN_GPU_NCU / TERN_GPU_SASS: a kernel's Nsight Compute profile / SASS (see profile_stage, sass_stage).
+# TERN_GPU_GOALS=1 (with the CLI): the speed goals' rows beside HF and the copy rate, bench/goal_rows.sh, optionally
+# paired against TERN_GPU_VARIANT (see goals_stage).
 # TERN_GPU_STEP="0.6b 8b qwen3_moe_30b_a3b" (with the CLI): one decode step's kernels and their GPU time, or
 # with TERN_GPU_STEP_PREFILL=P one P-token prefill's (see step_stage).
 # Any subset of the three binaries may travel: the stages whose binary is missing say so and are skipped.
@@ -179,6 +181,17 @@ for k, v in d.items():
   done
 }
 
+# TERN_GPU_GOALS=1 (with the CLI): bench/goal_rows.sh on the CLI (its GOALS, ROUNDS and TIME_LEFT), paired
+# against TERN_GPU_VARIANT (a tern binary carried with the tree, or its .xz) when set; log in goals/.
+goals_stage() {
+  local out=$1 variant=${TERN_GPU_VARIANT:-}
+  if [[ $variant == *.xz ]]; then
+    python3 -c 'import lzma,sys; open(sys.argv[2],"wb").write(lzma.open(sys.argv[1]).read())' "$variant" \
+      /tmp/tern-gpu-dist/tern-variant && chmod +x /tmp/tern-gpu-dist/tern-variant && variant=/tmp/tern-gpu-dist/tern-variant
+  fi
+  OUT=$out/goals bench/goal_rows.sh "$dist/tern" $variant
+}
+
 step_stage() {
   local out=$1 ncu size layers dir prompt gen mode
   ncu=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)
@@ -250,6 +263,9 @@ run() {
   fi
   if [[ -n ${TERN_GPU_SASS:-} ]]; then
     sass_stage "$out" 2>&1 | tee -a "$out/sass_summary.log"
+  fi
+  if [[ ${TERN_GPU_GOALS:-0} == 1 && -x $dist/tern ]]; then
+    goals_stage "$out"
   fi
   local cli_rc=0
   if [[ ${TERN_GPU_CLI:-0} == 1 && -x $dist/tern ]]; then
