@@ -17,12 +17,11 @@ mkdir -p "$out"
 exec > >(tee -a "$out/goals.log") 2>&1
 t0=$(date +%s)
 left() { echo $((${TIME_LEFT:-100000} - ($(date +%s) - t0))); }
-settings() { echo "main: $tern"; [[ -n $variant ]] && echo "variant: $variant"; }
-rows() {  # rows DIR BENCH_ARGS: the settings of this call alternated, ROUNDS rounds
+rows() {  # rows DIR BENCH_ARGS: main (and the variant, alternated), ROUNDS rounds
   local dir=$1
   shift
-  local -a s
-  mapfile -t s < <(settings)
+  local -a s=("main: $tern")
+  [[ -n $variant ]] && s+=("variant: $variant")
   BENCH_ARGS="$*" "$here/paired_rows.sh" "$dir" "${ROUNDS:-2}" "${s[@]}"
 }
 ckpt() {  # ckpt NAME: the checkpoint directory, written once

@@ -93,6 +93,11 @@ cli_stage() {
 # Unpacks whatever BUILD/gpu-dist holds (binaries and/or libraries, xz-compressed where large) into
 # /tmp/tern-gpu-dist, keeping what an earlier call left there: the tree and the carried build share a
 # 64 MiB limit, so the libraries may travel in one call (`unpack`) and the binaries in the next.
+# unxz_to FILE.xz OUT: decompressed with Python's lzma (the GPU machine's image may lack xz).
+unxz_to() {
+  python3 -c 'import lzma,sys; open(sys.argv[2],"wb").write(lzma.open(sys.argv[1]).read())' "$1" "$2"
+}
+
 unpack() {
   local libdir=/tmp/tern-gpu-dist/lib
   mkdir -p "$libdir"
@@ -100,7 +105,7 @@ unpack() {
   cp "$dist"/*.xz /tmp/tern-gpu-dist/ 2>/dev/null || true
   for f in /tmp/tern-gpu-dist/*.xz "$libdir"/*.xz; do
     [[ -e $f ]] || continue
-    python3 -c 'import lzma,sys; open(sys.argv[2],"wb").write(lzma.open(sys.argv[1]).read())' "$f" "${f%.xz}"
+    unxz_to "$f" "${f%.xz}"
     rm -f "$f"
   done
 }
@@ -186,8 +191,8 @@ for k, v in d.items():
 goals_stage() {
   local out=$1 variant=${TERN_GPU_VARIANT:-}
   if [[ $variant == *.xz ]]; then
-    python3 -c 'import lzma,sys; open(sys.argv[2],"wb").write(lzma.open(sys.argv[1]).read())' "$variant" \
-      /tmp/tern-gpu-dist/tern-variant && chmod +x /tmp/tern-gpu-dist/tern-variant && variant=/tmp/tern-gpu-dist/tern-variant
+    unxz_to "$variant" /tmp/tern-gpu-dist/tern-variant && chmod +x /tmp/tern-gpu-dist/tern-variant &&
+      variant=/tmp/tern-gpu-dist/tern-variant
   fi
   OUT=$out/goals bench/goal_rows.sh "$dist/tern" $variant
 }
