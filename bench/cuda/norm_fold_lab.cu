@@ -55,7 +55,7 @@ __device__ __forceinline__ float inv_rms_from_parts(const float* parts) {
 // The normed activation chunk: x (FOLD: the raw sum row, normed here with inv and gamma) as 8 f32.
 template <bool FOLD>
 __device__ __forceinline__ void x_chunk(const uint4* x, const uint4* gamma, int c, float inv, float* f) {
-  unpack8(__ldcg(x + c), f);
+  unpack8(__ldg(x + c), f);  // written by an earlier kernel: the read-only path, as tern's GEMV
   if constexpr (FOLD) {
     float g[8];
     unpack8(__ldg(gamma + c), g);
@@ -180,19 +180,18 @@ __global__ void __launch_bounds__(WARPS * 32) tail_product(const __nv_bfloat16* 
       __syncthreads();
       if (!last) return;
       __threadfence();
-      if (warp == 0) {
-        const float inv = inv_rms_from_parts(parts);
-        for (int c = lane; c < H / 8; c += 32) {
-          float r[8], g[8];
-          unpack8(__ldcg(reinterpret_cast<const uint4*>(res) + c), r);
-          unpack8(reinterpret_cast<const uint4*>(gamma)[c], g);
-          __nv_bfloat16 s[8];
+      // Every warp sums the partials itself (no barrier); thread c writes chunk c (H / 8 = WARPS * 32).
+      static_assert(H / 8 == WARPS * 32, "one chunk a thread");
+      const int c = threadIdx.x;
+      float r[8], g[8];
+      unpack8(__ldcg(reinterpret_cast<const uint4*>(res) + c), r);
+      unpack8(__ldg(reinterpret_cast<const uint4*>(gamma) + c), g);
+      const float inv = inv_rms_from_parts(parts);
+      __nv_bfloat16 o[8];
 #pragma unroll
-          for (int i = 0; i < 8; ++i) s[i] = __float2bfloat16(r[i] * inv * g[i]);
-          reinterpret_cast<uint4*>(normed)[c] = *reinterpret_cast<uint4*>(s);
-        }
-        if (lane == 0) *ticket = 0;
-      }
+      for (int i = 0; i < 8; ++i) o[i] = __float2bfloat16(r[i] * inv * g[i]);
+      reinterpret_cast<uint4*>(normed)[c] = *reinterpret_cast<uint4*>(o);
+      if (threadIdx.x == 0) *ticket = 0;
     }
   }
 }
