@@ -1,6 +1,7 @@
-// Kernel lab: where should a batch-1 decode layer's two RMSNorms run? A Qwen3-0.6B-sized chain (hidden
-// 1,024; per layer the q/k/v product, o_proj, the gated gate/up product and down, fresh weights per layer,
-// 28 layers), captured as one graph with programmatic dependent launch, in three forms:
+// Kernel lab: where should a batch-1 decode layer's two RMSNorms run? Qwen3-0.6B- and 8B-sized chains
+// (per layer the q/k/v product, o_proj, the gated gate/up product and down, fresh weights per layer, 28
+// and 36 layers; a warp per output row), each captured as one graph with programmatic dependent launch,
+// in three forms:
 //   A (as tern): each product writes its output; a one-block kernel adds the residual, writes the sum and
 //     the normed row; the next product reads the normed row.
 //   B (fold into the consumer): o_proj and down add the residual in their epilogue, write the sum and one
@@ -21,9 +22,7 @@
 
 namespace {
 
-constexpr int H = 1024, QKV = 4096, ATT = 2048, FF = 3072, LAYERS = 28;
-constexpr int WARPS = 4;            // warps per product block, a row each
-constexpr int PARTS = H / WARPS;    // blocks (partial sums) of a product with H output rows
+constexpr int WARPS = 4;  // warps per product block, a row each; a product of H rows has H / WARPS partial sums
 constexpr float EPS = 1e-6f;
 
 __device__ __forceinline__ float warp_sum(float v) {
@@ -44,7 +43,9 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
 }
 
 // The row's inverse RMS from the producer's PARTS partial sums, in a fixed order (every warp alike).
+template <int H>
 __device__ __forceinline__ float inv_rms_from_parts(const float* parts) {
+  constexpr int PARTS = H / WARPS;
   const int lane = threadIdx.x & 31;
   float s = 0.0f;
 #pragma unroll
@@ -88,14 +89,14 @@ __device__ __forceinline__ float row_dot(const uint4* w, const uint4* x, const u
 
 // The products that start a sub-layer (q/k/v; gate/up, GATED): x is the normed row (FOLD false) or the sum
 // row with the producer's partials (FOLD true).
-template <bool FOLD, bool GATED>
+template <int H, bool FOLD, bool GATED>
 __global__ void __launch_bounds__(WARPS * 32) head_product(const __nv_bfloat16* x, const float* parts,
                                                            const __nv_bfloat16* gamma, const __nv_bfloat16* w,
                                                            __nv_bfloat16* out, int N, int K) {
   pdl_wait();
   pdl_launch();
   const int n = blockIdx.x * WARPS + (threadIdx.x >> 5);
-  const float inv = FOLD ? inv_rms_from_parts(parts) : 1.0f;
+  const float inv = FOLD ? inv_rms_from_parts<H>(parts) : 1.0f;
   const uint4* xv = reinterpret_cast<const uint4*>(x);
   const uint4* gv = reinterpret_cast<const uint4*>(gamma);
   const float a = row_dot<FOLD>(reinterpret_cast<const uint4*>(w + size_t(n) * K), xv, gv, K, inv);
@@ -109,6 +110,7 @@ __global__ void __launch_bounds__(WARPS * 32) head_product(const __nv_bfloat16* 
 }
 
 // One-block add + RMSNorm (A): sum = res + delta, out = bf16(sum * inv * gamma); H / 8 threads.
+template <int H>
 __global__ void add_norm(const __nv_bfloat16* delta, __nv_bfloat16* res, const __nv_bfloat16* gamma,
                          __nv_bfloat16* out) {
   pdl_wait();
@@ -143,7 +145,7 @@ __global__ void add_norm(const __nv_bfloat16* delta, __nv_bfloat16* res, const _
 // The products that end a sub-layer (o_proj, down) over x (K wide), H output rows. MODE 0 (A): out = the
 // product. MODE 1 (B): res += the product, parts[block] = the block's sum of squares of res. MODE 2 (C):
 // as B, then the last block writes normed = bf16(res * inv * gamma) and resets the ticket.
-template <int MODE>
+template <int H, int MODE>
 __global__ void __launch_bounds__(WARPS * 32) tail_product(const __nv_bfloat16* x, const __nv_bfloat16* w,
                                                            __nv_bfloat16* out, __nv_bfloat16* res, float* parts,
                                                            unsigned* ticket, const __nv_bfloat16* gamma,
@@ -180,17 +182,24 @@ __global__ void __launch_bounds__(WARPS * 32) tail_product(const __nv_bfloat16* 
       __syncthreads();
       if (!last) return;
       __threadfence();
-      // Every warp sums the partials itself (no barrier); thread c writes chunk c (H / 8 = WARPS * 32).
-      static_assert(H / 8 == WARPS * 32, "one chunk a thread");
-      const int c = threadIdx.x;
-      float r[8], g[8];
-      unpack8(__ldcg(reinterpret_cast<const uint4*>(res) + c), r);
-      unpack8(__ldg(reinterpret_cast<const uint4*>(gamma) + c), g);
-      const float inv = inv_rms_from_parts(parts);
-      __nv_bfloat16 o[8];
+      // Every warp sums the partials itself (no barrier); thread c writes chunks c, c + WARPS * 32, ...
+      static_assert(H % (8 * WARPS * 32) == 0, "whole chunks a thread");
+      constexpr int PER = H / 8 / (WARPS * 32);
+      float r[PER][8], g[PER][8];
 #pragma unroll
-      for (int i = 0; i < 8; ++i) o[i] = __float2bfloat16(r[i] * inv * g[i]);
-      reinterpret_cast<uint4*>(normed)[c] = *reinterpret_cast<uint4*>(o);
+      for (int j = 0; j < PER; ++j) {
+        const int c = threadIdx.x + j * WARPS * 32;
+        unpack8(__ldcg(reinterpret_cast<const uint4*>(res) + c), r[j]);
+        unpack8(__ldg(reinterpret_cast<const uint4*>(gamma) + c), g[j]);
+      }
+      const float inv = inv_rms_from_parts<H>(parts);
+#pragma unroll
+      for (int j = 0; j < PER; ++j) {
+        __nv_bfloat16 o[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o[i] = __float2bfloat16(r[j][i] * inv * g[j][i]);
+        reinterpret_cast<uint4*>(normed)[threadIdx.x + j * WARPS * 32] = *reinterpret_cast<uint4*>(o);
+      }
       if (threadIdx.x == 0) *ticket = 0;
     }
   }
@@ -208,11 +217,9 @@ struct Layer {
   __nv_bfloat16 *qkv, *o, *gu, *down, *g1, *g2;
 };
 
-}  // namespace
-
-int main() {
-  cudaStream_t s;
-  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+template <int H, int QKV, int ATT, int FF, int LAYERS>
+void run(const char* model, cudaStream_t s) {
+  constexpr int PARTS = H / WARPS;
   auto alloc = [](size_t n) {
     __nv_bfloat16* p;
     CK(cudaMalloc(&p, n * sizeof(__nv_bfloat16)));
@@ -240,51 +247,49 @@ int main() {
   fill<<<4, 256, 0, s>>>(res0, H, 999, 1.0f);
   CK(cudaStreamSynchronize(s));
 
-  // The first layer's normed input in every mode: A's add_norm over a zero delta.
+  // Every mode starts from A's add_norm over a zero delta, so the first layer's q/k/v product reads
+  // `normed` in each; B folds from the second norm on.
   auto chain = [&](int mode) {
     CK(cudaMemcpyAsync(res, res0, H * 2, cudaMemcpyDeviceToDevice, s));
     CK(cudaMemsetAsync(delta, 0, H * 2, s));
-    launch(add_norm, 1, H / 8, s, (const __nv_bfloat16*)delta, res, (const __nv_bfloat16*)L[0].g1, normed);
-    // B's first head product needs partials of res: C's last-block path writes them, so start every mode
-    // with A's normed row and, for B, partials computed by a zero-weight tail... simpler: the first layer's
-    // head product always reads `normed` (FOLD false); B folds from the second norm on.
+    launch(add_norm<H>, 1, H / 8, s, (const __nv_bfloat16*)delta, res, (const __nv_bfloat16*)L[0].g1, normed);
     for (int i = 0; i < LAYERS; ++i) {
       const Layer& l = L[i];
       const bool fold_first = mode == 1 && i > 0;
       if (fold_first)
-        launch(head_product<true, false>, QKV / WARPS, WARPS * 32, s, (const __nv_bfloat16*)res,
+        launch(head_product<H, true, false>, QKV / WARPS, WARPS * 32, s, (const __nv_bfloat16*)res,
                (const float*)parts + PARTS, (const __nv_bfloat16*)l.g1, (const __nv_bfloat16*)l.qkv, qkv, QKV, H);
       else
-        launch(head_product<false, false>, QKV / WARPS, WARPS * 32, s, (const __nv_bfloat16*)normed,
+        launch(head_product<H, false, false>, QKV / WARPS, WARPS * 32, s, (const __nv_bfloat16*)normed,
                (const float*)nullptr, (const __nv_bfloat16*)nullptr, (const __nv_bfloat16*)l.qkv, qkv, QKV, H);
       // o_proj over the first ATT outputs of q/k/v (the stand-in for the attention output).
       if (mode == 0) {
-        launch(tail_product<0>, H / WARPS, WARPS * 32, s, (const __nv_bfloat16*)qkv, (const __nv_bfloat16*)l.o,
+        launch(tail_product<H, 0>, H / WARPS, WARPS * 32, s, (const __nv_bfloat16*)qkv, (const __nv_bfloat16*)l.o,
                delta, res, parts, ticket, (const __nv_bfloat16*)l.g2, normed, ATT);
-        launch(add_norm, 1, H / 8, s, (const __nv_bfloat16*)delta, res, (const __nv_bfloat16*)l.g2, normed);
+        launch(add_norm<H>, 1, H / 8, s, (const __nv_bfloat16*)delta, res, (const __nv_bfloat16*)l.g2, normed);
       } else if (mode == 1) {
-        launch(tail_product<1>, H / WARPS, WARPS * 32, s, (const __nv_bfloat16*)qkv, (const __nv_bfloat16*)l.o,
+        launch(tail_product<H, 1>, H / WARPS, WARPS * 32, s, (const __nv_bfloat16*)qkv, (const __nv_bfloat16*)l.o,
                delta, res, parts, ticket, (const __nv_bfloat16*)l.g2, normed, ATT);
       } else {
-        launch(tail_product<2>, H / WARPS, WARPS * 32, s, (const __nv_bfloat16*)qkv, (const __nv_bfloat16*)l.o,
+        launch(tail_product<H, 2>, H / WARPS, WARPS * 32, s, (const __nv_bfloat16*)qkv, (const __nv_bfloat16*)l.o,
                delta, res, parts, ticket, (const __nv_bfloat16*)l.g2, normed, ATT);
       }
       if (mode == 1)
-        launch(head_product<true, true>, FF / WARPS, WARPS * 32, s, (const __nv_bfloat16*)res, (const float*)parts,
+        launch(head_product<H, true, true>, FF / WARPS, WARPS * 32, s, (const __nv_bfloat16*)res, (const float*)parts,
                (const __nv_bfloat16*)l.g2, (const __nv_bfloat16*)l.gu, act, FF, H);
       else
-        launch(head_product<false, true>, FF / WARPS, WARPS * 32, s, (const __nv_bfloat16*)normed,
+        launch(head_product<H, false, true>, FF / WARPS, WARPS * 32, s, (const __nv_bfloat16*)normed,
                (const float*)nullptr, (const __nv_bfloat16*)nullptr, (const __nv_bfloat16*)l.gu, act, FF, H);
       const __nv_bfloat16* g_next = i + 1 < LAYERS ? L[i + 1].g1 : L[0].g1;
       if (mode == 0) {
-        launch(tail_product<0>, H / WARPS, WARPS * 32, s, (const __nv_bfloat16*)act, (const __nv_bfloat16*)l.down,
+        launch(tail_product<H, 0>, H / WARPS, WARPS * 32, s, (const __nv_bfloat16*)act, (const __nv_bfloat16*)l.down,
                delta, res, parts, ticket, g_next, normed, FF);
-        launch(add_norm, 1, H / 8, s, (const __nv_bfloat16*)delta, res, g_next, normed);
+        launch(add_norm<H>, 1, H / 8, s, (const __nv_bfloat16*)delta, res, g_next, normed);
       } else if (mode == 1) {
-        launch(tail_product<1>, H / WARPS, WARPS * 32, s, (const __nv_bfloat16*)act, (const __nv_bfloat16*)l.down,
+        launch(tail_product<H, 1>, H / WARPS, WARPS * 32, s, (const __nv_bfloat16*)act, (const __nv_bfloat16*)l.down,
                delta, res, parts + PARTS, ticket, g_next, normed, FF);
       } else {
-        launch(tail_product<2>, H / WARPS, WARPS * 32, s, (const __nv_bfloat16*)act, (const __nv_bfloat16*)l.down,
+        launch(tail_product<H, 2>, H / WARPS, WARPS * 32, s, (const __nv_bfloat16*)act, (const __nv_bfloat16*)l.down,
                delta, res, parts, ticket, g_next, normed, FF);
       }
     }
@@ -308,9 +313,24 @@ int main() {
         worst = std::fmax(worst, std::fabs(v - ref[i]));
         scale = std::fmax(scale, std::fabs(ref[i]));
       }
-      std::printf("round %d  %-36s %8.1f us a step  %6.2f us a layer  max |res - A| %.3g (max |A| %.3g)\n", round,
+      std::printf("%s round %d  %-36s %8.1f us a step  %6.2f us a layer  max |res - A| %.3g (max |A| %.3g)\n", model, round,
                   names[mode], us, us / LAYERS, worst, scale);
     }
   }
+  for (Layer& l : L) {
+    for (__nv_bfloat16* p : {l.qkv, l.o, l.gu, l.down, l.g1, l.g2}) CK(cudaFree(p));
+  }
+  for (__nv_bfloat16* p : {res, res0, normed, qkv, delta, act}) CK(cudaFree(p));
+  CK(cudaFree(parts));
+  CK(cudaFree(ticket));
+}
+
+}  // namespace
+
+int main() {
+  cudaStream_t s;
+  CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  run<1024, 4096, 2048, 3072, 28>("0.6B", s);
+  run<4096, 6144, 4096, 12288, 36>("8B", s);
   return 0;
 }
