@@ -43,13 +43,15 @@ __device__ __forceinline__ void unpack8(const uint4& v, float* f) {
 }
 
 // The row's inverse RMS from the producer's PARTS partial sums, in a fixed order (every warp alike).
-template <int H>
+// LDG: through the read-only path (the partials of an earlier kernel: every warp of a product reads the
+// same few lines, which through L2 alone hot-spots one slice); else from L2 (written in this kernel).
+template <int H, bool LDG>
 __device__ __forceinline__ float inv_rms_from_parts(const float* parts) {
   constexpr int PARTS = H / WARPS;
   const int lane = threadIdx.x & 31;
   float s = 0.0f;
 #pragma unroll
-  for (int i = 0; i < PARTS / 32; ++i) s += __ldcg(parts + lane * (PARTS / 32) + i);
+  for (int i = 0; i < PARTS / 32; ++i) s += LDG ? __ldg(parts + lane * (PARTS / 32) + i) : __ldcg(parts + lane * (PARTS / 32) + i);
   return rsqrtf(warp_sum(s) / H + EPS);
 }
 
@@ -96,7 +98,7 @@ __global__ void __launch_bounds__(WARPS * 32) head_product(const __nv_bfloat16* 
   pdl_wait();
   pdl_launch();
   const int n = blockIdx.x * WARPS + (threadIdx.x >> 5);
-  const float inv = FOLD ? inv_rms_from_parts<H>(parts) : 1.0f;
+  const float inv = FOLD ? inv_rms_from_parts<H, true>(parts) : 1.0f;
   const uint4* xv = reinterpret_cast<const uint4*>(x);
   const uint4* gv = reinterpret_cast<const uint4*>(gamma);
   const float a = row_dot<FOLD>(reinterpret_cast<const uint4*>(w + size_t(n) * K), xv, gv, K, inv);
@@ -192,7 +194,7 @@ __global__ void __launch_bounds__(WARPS * 32) tail_product(const __nv_bfloat16* 
         unpack8(__ldcg(reinterpret_cast<const uint4*>(res) + c), r[j]);
         unpack8(__ldg(reinterpret_cast<const uint4*>(gamma) + c), g[j]);
       }
-      const float inv = inv_rms_from_parts<H>(parts);
+      const float inv = inv_rms_from_parts<H, false>(parts);
 #pragma unroll
       for (int j = 0; j < PER; ++j) {
         __nv_bfloat16 o[8];
