@@ -162,8 +162,8 @@ __device__ __forceinline__ void decode_softmax(float (&s)[BN / 8][4], I n0, floa
 // elements, V rows of HDV + 8): the scores of the 16 mma query rows in sq (log2 domain, scaled and soft-capped), the
 // mask, the online-softmax update of (row_m, row_l) and P V accumulated into o. The lane's query rows
 // are g and g + 8 (g = lane / 4); masked(rr, j) says whether key j is hidden from row g + 8 * rr.
-template <typename T, int HD, int BN, int HDV = HD, typename Masked>
-__device__ __forceinline__ void decode_tile(const T* sq, const T* sk, const T* sv, int64_t n0, float scale,
+template <typename T, int HD, int BN, int HDV = HD, typename I, typename Masked>
+__device__ __forceinline__ void decode_tile(const T* sq, const T* sk, const T* sv, I n0, float scale,
                                             float softcap, float (&o)[HDV / 8][4], float (&row_m)[2], float (&row_l)[2],
                                             Masked masked) {
   constexpr int kVStride = HDV + 8;
@@ -353,19 +353,24 @@ __device__ __forceinline__ void decode_cluster_merge(float* part, float* scratch
 // The keys of a block (split, kv head, batch row b): the row's length lk (Lk, or kv_len[b] when
 // smaller), the union over its rows of their visible keys [lo_min, hi_max) (query 0 has the lowest window
 // start, Lq - 1 the highest causal end), and the split's share [start, stop) of whole BN-key tiles.
+// Key positions fit 32 bits (a context is far below 2^31 keys), so the keys, their masks and the split's
+// share take 32-bit arithmetic: one unsigned division instead of a 64-bit division's call.
 struct DecodeKeys {
-  int64_t lk, hi_max, start, stop;
+  int lk, hi_max, start, stop;
 };
+__device__ __forceinline__ int decode_lo_min(const DecodeArgs& a) {
+  return a.window > 0 ? max(0, static_cast<int>(a.q_offset - a.window + 1)) : 0;
+}
 template <int BN>
-__device__ __forceinline__ DecodeKeys decode_keys(const DecodeArgs& a, int64_t split, int64_t b) {
+__device__ __forceinline__ DecodeKeys decode_keys(const DecodeArgs& a, int split, int b) {
   DecodeKeys r;
-  r.lk = a.Lk;
-  if (a.kv_len) r.lk = min(r.lk, static_cast<int64_t>(a.kv_len[b]));
-  const int64_t lo_min = a.window > 0 ? max(int64_t(0), a.q_offset - a.window + 1) : 0;
-  r.hi_max = a.causal ? min(r.lk, a.Lq - 1 + a.q_offset + 1) : r.lk;
-  const int64_t span = r.hi_max > lo_min ? r.hi_max - lo_min : 0;
-  int64_t chunk = (span + a.n_splits - 1) / a.n_splits;
-  chunk = (chunk + BN - 1) / BN * BN;
+  r.lk = static_cast<int>(a.Lk);
+  if (a.kv_len) r.lk = min(r.lk, a.kv_len[b]);
+  const int lo_min = decode_lo_min(a);
+  r.hi_max = a.causal ? min(r.lk, static_cast<int>(a.Lq + a.q_offset)) : r.lk;
+  const unsigned span = r.hi_max > lo_min ? static_cast<unsigned>(r.hi_max - lo_min) : 0u;
+  const unsigned n = static_cast<unsigned>(a.n_splits);
+  const int chunk = static_cast<int>(((span + n - 1) / n + BN - 1) / BN * BN);
   r.start = lo_min + chunk * split;
   r.stop = min(r.hi_max, r.start + chunk);
   return r;
@@ -390,14 +395,14 @@ __device__ __forceinline__ int decode_stage_before_wait(const DecodeArgs& a) {
     if (a.fresh_keys < 0) return 0;
     extern __shared__ __align__(16) unsigned char decode_smem[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    const int64_t b = blockIdx.z;
+    const int b = blockIdx.z;
     const DecodeKeys r = decode_keys<BN>(a, blockIdx.x, b);
-    const int64_t first = r.start + warp * BN;
-    const int64_t old_end = min(r.stop, r.lk - a.fresh_keys);
+    const int first = r.start + warp * BN;
+    const int old_end = min(r.stop, r.lk - static_cast<int>(a.fresh_keys));
     if (first >= old_end) return 0;
-    const int rows = static_cast<int>(min(static_cast<int64_t>(BN), old_end - first));
+    const int rows = min(BN, old_end - first);
     T* sk = decode_warp_tiles<T, HD, BN, STAGES, HDV>(decode_smem, warp);
-    const int64_t hk = blockIdx.y;
+    const int hk = blockIdx.y;
     const T* kg = static_cast<const T*>(a.k) + b * a.ks[0] + hk * a.ks[1] + first * a.ks[2];
     const T* vg = static_cast<const T*>(a.v) + b * a.vs[0] + hk * a.vs[1] + first * a.vs[2];
     warp_load_tile_async<T, HD>(sk, kg, a.ks[2], rows, rows, lane);
@@ -430,11 +435,11 @@ __device__ __forceinline__ void decode_norm_rope(const DecodeArgs& a, T* sq, Dec
   float(*cs)[128] = reinterpret_cast<float(*)[128]>(scratch(0));
   float* normed = scratch(warp) + (warp == 0 ? 256 : 0);
   const int64_t p = static_cast<const int32_t*>(n.pos)[n.per_batch ? b : 0];
-  const int64_t lo_min = a.window > 0 ? max(int64_t(0), a.q_offset - a.window + 1) : 0;
+  const int64_t lo_min = decode_lo_min(a);
   const bool covered = p >= keys.start && p < keys.stop, nobody = p < lo_min || p >= keys.hi_max;
   const bool writer = p >= 0 && p < n.kv_n && (covered || (blockIdx.x == 0 && nobody));
   const int rows = writer ? 18 : 16;
-  const int64_t G = a.Hq / a.Hkv;
+  const int G = static_cast<int>(a.Hq) / static_cast<int>(a.Hkv);
   // by4: norm_rope_128_kernel's layout (lane element i is dim 4 lane + i), else norm_rope_kernel's (lane + 32 i)
   bool by4 = false;
   if constexpr (HD == 128 && std::is_same_v<T, __nv_bfloat16>) by4 = a.pre_by4;
@@ -521,9 +526,10 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
   constexpr int kStride = HD + 8, kVOff = BN * kStride, kTile = BN * (kStride + HDV + 8);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2;
-  const int64_t split = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
-  const int64_t G = a.Hq / a.Hkv;
-  const int R = static_cast<int>(G * a.Lq);  // <= 16
+  const int split = blockIdx.x, hk = blockIdx.y, b = blockIdx.z;
+  // Head counts and query rows in 32 bits: their divisions are a few instructions, not a 64-bit call.
+  const int G = static_cast<int>(a.Hq) / static_cast<int>(a.Hkv), Lq = static_cast<int>(a.Lq);
+  const int R = G * Lq;  // <= 16
 
   T* sq = reinterpret_cast<T*>(decode_smem);
   T* tiles = decode_warp_tiles<T, HD, BN, STAGES, HDV>(decode_smem, warp);
@@ -541,21 +547,22 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
     const int r = idx / (HD / 8), c = (idx % (HD / 8)) * 8;
     uint4 val = make_uint4(0, 0, 0, 0);
     if (r < R) {
-      const int64_t h = hk * G + r / a.Lq, i = r % a.Lq;
+      const int h = hk * G + r / Lq, i = r % Lq;
       const T* qp = static_cast<const T*>(a.q) + b * a.qs[0] + h * a.qs[1] + i * a.qs[2];
       val = *reinterpret_cast<const uint4*>(qp + c);
     }
     *reinterpret_cast<uint4*>(sq + r * kStride + c) = val;
   }
 
-  const int64_t lk = keys.lk, hi_max = keys.hi_max, start = keys.start, stop = keys.stop;
-  int64_t row_lo[2], row_hi[2];
+  const int lk = keys.lk, hi_max = keys.hi_max, start = keys.start, stop = keys.stop;
+  const int q_offset = static_cast<int>(a.q_offset);
+  int row_lo[2], row_hi[2];
 #pragma unroll
   for (int rr = 0; rr < 2; ++rr) {
     const int r = g + 8 * rr;
-    const int64_t i = r < R ? r % a.Lq : 0;
-    row_hi[rr] = r >= R ? 0 : a.causal ? min(lk, i + a.q_offset + 1) : lk;
-    row_lo[rr] = a.window > 0 ? max(int64_t(0), i + a.q_offset - a.window + 1) : 0;
+    const int i = r < R ? r % Lq : 0;
+    row_hi[rr] = r >= R ? 0 : a.causal ? min(lk, i + q_offset + 1) : lk;
+    row_lo[rr] = a.window > 0 ? max(0, i + q_offset - static_cast<int>(a.window) + 1) : 0;
   }
   __syncthreads();
 
@@ -568,11 +575,11 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
 
   // Keys past hi_max (<= kv_len) may be uninitialised storage (a compiled step reads a span of the
   // cache beyond its length): zeros are loaded there so masked keys cannot bring NaN into P V.
-  auto masked = [&](int rr, int64_t j) { return j < row_lo[rr] || j >= row_hi[rr] || j >= stop; };
-  const int64_t first = start + warp * BN, step = kFlashWarps * BN;
+  auto masked = [&](int rr, int j) { return j < row_lo[rr] || j >= row_hi[rr] || j >= stop; };
+  const int first = start + warp * BN, step = kFlashWarps * BN;
   if constexpr (STAGES == 2) {
-    auto issue = [&](int64_t n0, int buf, int r0) {  // rows [r0, BN) of the tile at n0
-      const int valid = static_cast<int>(min(static_cast<int64_t>(BN), hi_max - n0));
+    auto issue = [&](int n0, int buf, int r0) {  // rows [r0, BN) of the tile at n0
+      const int valid = min(BN, hi_max - n0);
       T* sk = tiles + buf * kTile;
       warp_load_tile_async<T, HD>(sk, kg + n0 * a.ks[2], a.ks[2], BN, valid, lane, r0);
       warp_load_tile_async<T, HDV>(sk + kVOff, vg + n0 * a.vs[2], a.vs[2], BN, valid, lane, r0);
@@ -580,7 +587,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
     if (first < stop) issue(first, 0, early);  // its first `early` rows are in flight since before the wait
     cp_async_commit();
     int buf = 0;
-    for (int64_t n0 = first; n0 < stop; n0 += step, buf ^= 1) {
+    for (int n0 = first; n0 < stop; n0 += step, buf ^= 1) {
       if (n0 + step < stop) issue(n0 + step, buf ^ 1, 0);
       cp_async_commit();
       cp_async_wait<1>();
@@ -593,8 +600,8 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
   } else {
     T* sk = tiles;
     T* sv = tiles + kVOff;
-    for (int64_t n0 = first; n0 < stop; n0 += step) {
-      const int valid = static_cast<int>(min(static_cast<int64_t>(BN), hi_max - n0));
+    for (int n0 = first; n0 < stop; n0 += step) {
+      const int valid = min(BN, hi_max - n0);
       warp_load_tile<T, HD>(sk, kg + n0 * a.ks[2], a.ks[2], BN, valid, lane);
       warp_load_tile<T, HDV>(sv, vg + n0 * a.vs[2], a.vs[2], BN, valid, lane);
       __syncwarp();
@@ -607,8 +614,8 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
   float* scratch = reinterpret_cast<float*>(decode_smem + 16 * kStride * sizeof(T));
   const int64_t rows_total = static_cast<int64_t>(gridDim.z) * a.Hq * a.Lq;
   auto out_row = [&](int r) {
-    const int64_t h = hk * G + r / a.Lq, i = r % a.Lq;
-    return (b * a.Hq + h) * a.Lq + i;
+    const int h = hk * G + r / Lq, i = r % Lq;
+    return (static_cast<int64_t>(b) * a.Hq + h) * Lq + i;
   };
   if constexpr (HDV <= 128) {
     if (a.cluster) {
@@ -622,7 +629,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
     if (a.n_splits == 1) {
       static_cast<T*>(a.out)[row * a.os + d] = from_f32<T>(L > 0.0f ? acc / L : 0.0f);
     } else {
-      store_partial<HDV>(a.partial + (split * rows_total + row) * (HDV + 2), d, acc, M, L);
+      store_partial<HDV>(a.partial + (static_cast<int64_t>(split) * rows_total + row) * (HDV + 2), d, acc, M, L);
     }
   });
   if (a.n_splits == 1 || !a.counters) return;
@@ -630,14 +637,14 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
   __threadfence();  // this block's partial, before it counts itself done
   __syncthreads();
   if (threadIdx.x == 0) {
-    unsigned* c = a.counters + b * a.Hkv + hk;
+    unsigned* c = a.counters + static_cast<int64_t>(b) * a.Hkv + hk;
     last = atomicAdd(c, 1u) == static_cast<unsigned>(a.n_splits - 1);
     if (last) *c = 0u;  // every split has counted: ready for the next launch
   }
   __syncthreads();
   if (!last) return;
   __threadfence();
-  merge_split_partials<T, HDV>(a.partial, a.n_splits, rows_total, (b * a.Hq + hk * G) * a.Lq, R, scratch,
+  merge_split_partials<T, HDV>(a.partial, a.n_splits, rows_total, (static_cast<int64_t>(b) * a.Hq + hk * G) * Lq, R, scratch,
                                static_cast<T*>(a.out), a.os);
 }
 
