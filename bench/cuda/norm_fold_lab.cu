@@ -10,6 +10,7 @@
 //   C (the producer's last block): o_proj and down as in B, then the last block to finish (a ticket)
 //     sums the partials in a fixed order and writes the normed row; the next product is unchanged.
 // Prints us per layer for each and the largest difference of the final residual row against A.
+// Measured on an H100 on 2026-12-06 (bench/RESULTS.md): A is the fastest of the three at both sizes.
 // Build: nvcc -O3 -std=c++20 -arch=sm_90 bench/cuda/norm_fold_lab.cu -o norm_fold_lab
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

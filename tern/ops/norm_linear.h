@@ -35,7 +35,9 @@ struct NormedProduct {
 // {sum, linear(normed, w, bias)} with {sum, normed} = pre_norm(in): pre_norm, then ops::linear. (A CUDA
 // kernel that put the norm into the product measured slower in whole decode steps than the two
 // launches, bench/RESULTS.md 2026-12-03, and was removed; so did one whose warps normed the row from
-// registers behind their weight loads, 2026-12-05.)
+// registers behind their weight loads, 2026-12-05. A lab, bench/cuda/norm_fold_lab.cu, measured the norm
+// folded into the next product behind per-block partial sums, or written by the producer's last block,
+// both slower than the one-block norm launch, 2026-12-06.)
 NormedProduct norm_linear(const PreNorm& in, const Tensor& w, const Tensor& bias = Tensor());
 
 // {sum, gated_linear(normed, w, act)}: the same for the gated MLP's stacked gate/up weights.
