@@ -20,7 +20,8 @@
 # (the device argmax) beside host-sampled decode as generate runs it (see sampled_stage).
 # TERN_GPU_NCU / TERN_GPU_SASS: a kernel's Nsight Compute profile / SASS (see profile_stage, sass_stage).
 # TERN_GPU_GOALS=1 (with the CLI): the speed goals' rows beside HF and the copy rate, bench/goal_rows.sh, optionally
-# paired against TERN_GPU_VARIANT (see goals_stage).
+# paired against TERN_GPU_VARIANT (see goals_stage), after TERN_GPU_VARIANT_TESTS (the variant's
+# tern_backend_tests or its .xz) has run TERN_GPU_TEST_FILTER.
 # TERN_GPU_STEP="0.6b 8b qwen3_moe_30b_a3b" (with the CLI): one decode step's kernels and their GPU time, or
 # with TERN_GPU_STEP_PREFILL=P one P-token prefill's (see step_stage).
 # Any subset of the three binaries may travel: the stages whose binary is missing say so and are skipped.
@@ -189,10 +190,20 @@ for k, v in d.items():
 # TERN_GPU_GOALS=1 (with the CLI): bench/goal_rows.sh on the CLI (its GOALS, ROUNDS and TIME_LEFT), paired
 # against TERN_GPU_VARIANT (a tern binary carried with the tree, or its .xz) when set; log in goals/.
 goals_stage() {
-  local out=$1 variant=${TERN_GPU_VARIANT:-}
+  local out=$1 variant=${TERN_GPU_VARIANT:-} vtests=${TERN_GPU_VARIANT_TESTS:-}
   if [[ $variant == *.xz ]]; then
     unxz_to "$variant" /tmp/tern-gpu-dist/tern-variant && chmod +x /tmp/tern-gpu-dist/tern-variant &&
       variant=/tmp/tern-gpu-dist/tern-variant
+  fi
+  if [[ -n $vtests ]]; then  # the variant's own CUDA tests first: its rows count only if they pass
+    if [[ $vtests == *.xz ]]; then
+      unxz_to "$vtests" /tmp/tern-gpu-dist/tern_backend_tests-variant && vtests=/tmp/tern-gpu-dist/tern_backend_tests-variant
+    fi
+    chmod +x "$vtests"
+    echo "== the variant's CUDA tests (${TERN_GPU_TEST_FILTER:-*})"
+    timeout "${TERN_GPU_VARIANT_TESTS_S:-300}" "$vtests" --gtest_brief=1 --gtest_filter="${TERN_GPU_TEST_FILTER:-*}" \
+      >"$out/variant_tests.log" 2>&1
+    echo "variant tests: rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/variant_tests.log" | tr '\n' ' ')"
   fi
   OUT=$out/goals bench/goal_rows.sh "$dist/tern" $variant
 }
