@@ -27,18 +27,6 @@ namespace {
 
 constexpr int D = 128;  // head dim
 
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 // out[h G + g] = softmax(scale q[h G + g] . K[h]^T) V[h] for the G query heads of kv head h = blockIdx.x / S;
 // q [Hkv G, D], k and v [Hkv, L_all, D] bf16. Keys k0 + base + lane of the block's range [k0, k0 + L), for
 // base = 32 warp, 32 (warp + NW), ...
@@ -195,26 +183,11 @@ __global__ void __launch_bounds__(256) gemv(const __nv_bfloat16* __restrict__ w,
 #pragma unroll
     for (int u = 0; u < 4; ++u) {
       if (c0 + 32 * u >= chunks) break;
-      const uint4 b = __ldg(xr + c0 + 32 * u);
-      const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a[u]);
-      const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float2 fa = __bfloat1622float2(pa[e]), fb = __bfloat1622float2(pb[e]);
-        acc += fa.x * fb.x + fa.y * fb.y;
-      }
+      acc += dot8(a[u], __ldg(xr + c0 + 32 * u));
     }
   }
   acc = warp_sum(acc);
   if (lane == 0) y[n] = __float2bfloat16(acc);
-}
-
-__global__ void fill(__nv_bfloat16* p, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    unsigned h = unsigned(i) * 2654435761u ^ seed;
-    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
-    p[i] = __float2bfloat16((h & 0xffff) / 32768.0f - 1.0f);
-  }
 }
 
 struct Model {
@@ -272,15 +245,15 @@ void run(const Model& md, cudaStream_t s) {
       CK(cudaMalloc(&vs[i], kv * 2));
       CK(cudaMemsetAsync(wq[i], 0, size_t(qkv_rows) * md.hidden * 2, s));
       CK(cudaMemsetAsync(wo[i], 0, size_t(md.hidden) * o_in * 2, s));
-      fill<<<256, 256, 0, s>>>(ks[i], kv, 2 * i + 1);
-      fill<<<256, 256, 0, s>>>(vs[i], kv, 2 * i + 2);
+      fill_random<<<256, 256, 0, s>>>(ks[i], kv, 2 * i + 1, 1.0f);
+      fill_random<<<256, 256, 0, s>>>(vs[i], kv, 2 * i + 2, 1.0f);
     }
     __nv_bfloat16 *x, *qkv, *att;
     CK(cudaMalloc(&x, md.hidden * 2));
     CK(cudaMalloc(&qkv, qkv_rows * 2));
     CK(cudaMalloc(&att, o_in * 2));
     CK(cudaMemsetAsync(x, 0, md.hidden * 2, s));
-    fill<<<16, 256, 0, s>>>(qkv, qkv_rows, 99);
+    fill_random<<<16, 256, 0, s>>>(qkv, qkv_rows, 99, 1.0f);
     // The host reference of layer 0's read of a random q, then each variant against it.
     std::vector<__nv_bfloat16> hq(o_in), hk(kv), hv(kv), ho(o_in);
     CK(cudaStreamSynchronize(s));

@@ -23,18 +23,6 @@
 
 #include "lab.cuh"
 
-__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
-  const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
-  const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
-  float s = 0.0f;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const float2 fa = __bfloat1622float2(pa[j]), fb = __bfloat1622float2(pb[j]);
-    s += fa.x * fb.x + fa.y * fb.y;
-  }
-  return s;
-}
-
 // One row's dot from chunk `from` on (chunks of 8 bf16; this lane takes from + lane, + 32, ...), 4 loads in flight.
 // L2X: the activations are read from L2 (written earlier in the same kernel by other blocks: L1 would be stale).
 template <bool L2X = false>
@@ -49,12 +37,6 @@ __device__ __forceinline__ float row_rest(const uint4* wr, const uint4* xr, int 
       if (c0 + 32 * u < chunks) acc += dot8(a[u], L2X ? __ldcg(xr + c0 + 32 * u) : __ldg(xr + c0 + 32 * u));
   }
   return acc;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
 }
 
 // mode 0 plain, 1 persist, 2 preload, 3 plainpre. P: early loads per lane (modes 2, 3).

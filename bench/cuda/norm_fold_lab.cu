@@ -26,22 +26,7 @@ namespace {
 constexpr int WARPS = 4;  // warps per product block, a row each; a product of H rows has H / WARPS partial sums
 constexpr float EPS = 1e-6f;
 
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
 __device__ __forceinline__ float bfr(float v) { return __bfloat162float(__float2bfloat16(v)); }
-
-__device__ __forceinline__ void unpack8(const uint4& v, float* f) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 t = __bfloat1622float2(h[i]);
-    f[2 * i] = t.x, f[2 * i + 1] = t.y;
-  }
-}
 
 // The row's inverse RMS from the producer's PARTS partial sums, in a fixed order (every warp alike).
 // LDG: through the read-only path (the partials of an earlier kernel: every warp of a product reads the
@@ -208,14 +193,6 @@ __global__ void __launch_bounds__(WARPS * 32) tail_product(const __nv_bfloat16* 
   }
 }
 
-__global__ void fill(__nv_bfloat16* p, size_t n, unsigned seed, float scale) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    unsigned h = unsigned(i) * 2654435761u ^ seed;
-    h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
-    p[i] = __float2bfloat16(scale * ((h & 0xffff) / 32768.0f - 1.0f));
-  }
-}
-
 struct Layer {
   __nv_bfloat16 *qkv, *o, *gu, *down, *g1, *g2;
 };
@@ -233,12 +210,12 @@ void run(const char* model, cudaStream_t s) {
   for (Layer& l : L) {
     l.qkv = alloc(size_t(QKV) * H), l.o = alloc(size_t(H) * ATT), l.gu = alloc(size_t(2 * FF) * H);
     l.down = alloc(size_t(H) * FF), l.g1 = alloc(H), l.g2 = alloc(H);
-    fill<<<512, 256, 0, s>>>(l.qkv, size_t(QKV) * H, seed++, 0.05f);
-    fill<<<512, 256, 0, s>>>(l.o, size_t(H) * ATT, seed++, 0.03f);
-    fill<<<512, 256, 0, s>>>(l.gu, size_t(2 * FF) * H, seed++, 0.05f);
-    fill<<<512, 256, 0, s>>>(l.down, size_t(H) * FF, seed++, 0.03f);
-    fill<<<4, 256, 0, s>>>(l.g1, H, seed++, 0.5f);
-    fill<<<4, 256, 0, s>>>(l.g2, H, seed++, 0.5f);
+    fill_random<<<512, 256, 0, s>>>(l.qkv, size_t(QKV) * H, seed++, 0.05f);
+    fill_random<<<512, 256, 0, s>>>(l.o, size_t(H) * ATT, seed++, 0.03f);
+    fill_random<<<512, 256, 0, s>>>(l.gu, size_t(2 * FF) * H, seed++, 0.05f);
+    fill_random<<<512, 256, 0, s>>>(l.down, size_t(H) * FF, seed++, 0.03f);
+    fill_random<<<4, 256, 0, s>>>(l.g1, H, seed++, 0.5f);
+    fill_random<<<4, 256, 0, s>>>(l.g2, H, seed++, 0.5f);
   }
   __nv_bfloat16 *res = alloc(H), *res0 = alloc(H), *normed = alloc(H), *qkv = alloc(QKV), *delta = alloc(H),
                 *act = alloc(FF);
@@ -247,7 +224,7 @@ void run(const char* model, cudaStream_t s) {
   CK(cudaMalloc(&parts, 2 * PARTS * sizeof(float)));
   CK(cudaMalloc(&ticket, sizeof(unsigned)));
   CK(cudaMemset(ticket, 0, sizeof(unsigned)));
-  fill<<<4, 256, 0, s>>>(res0, H, 999, 1.0f);
+  fill_random<<<4, 256, 0, s>>>(res0, H, 999, 1.0f);
   CK(cudaStreamSynchronize(s));
 
   // Every mode starts from A's add_norm over a zero delta, so the first layer's q/k/v product reads
