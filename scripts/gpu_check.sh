@@ -189,20 +189,21 @@ for k, v in d.items():
 
 # TERN_GPU_GOALS=1 (with the CLI): bench/goal_rows.sh on the CLI (its GOALS, ROUNDS and TIME_LEFT), paired
 # against TERN_GPU_VARIANT (a tern binary carried with the tree, or its .xz) when set; log in goals/.
+# carried_bin PATH NAME: PATH, or for PATH.xz its copy decompressed to /tmp/tern-gpu-dist/NAME; made executable.
+carried_bin() {
+  local p=$1
+  if [[ $p == *.xz ]]; then unxz_to "$p" "/tmp/tern-gpu-dist/$2" && p=/tmp/tern-gpu-dist/$2; fi
+  chmod +x "$p" && echo "$p"
+}
+
 goals_stage() {
   local out=$1 variant=${TERN_GPU_VARIANT:-} vtests=${TERN_GPU_VARIANT_TESTS:-}
-  if [[ $variant == *.xz ]]; then
-    unxz_to "$variant" /tmp/tern-gpu-dist/tern-variant && chmod +x /tmp/tern-gpu-dist/tern-variant &&
-      variant=/tmp/tern-gpu-dist/tern-variant
-  fi
+  [[ -n $variant ]] && variant=$(carried_bin "$variant" tern-variant)
   if [[ -n $vtests ]]; then  # the variant's own CUDA tests first: its rows count only if they pass
-    if [[ $vtests == *.xz ]]; then
-      unxz_to "$vtests" /tmp/tern-gpu-dist/tern_backend_tests-variant && vtests=/tmp/tern-gpu-dist/tern_backend_tests-variant
-    fi
-    chmod +x "$vtests"
+    vtests=$(carried_bin "$vtests" tern_backend_tests-variant)
     echo "== the variant's CUDA tests (${TERN_GPU_TEST_FILTER:-*})"
-    timeout "${TERN_GPU_VARIANT_TESTS_S:-300}" "$vtests" --gtest_brief=1 --gtest_filter="${TERN_GPU_TEST_FILTER:-*}" \
-      >"$out/variant_tests.log" 2>&1
+    timeout "${TERN_GPU_VARIANT_TESTS_S:-300}" "$vtests" --gtest_brief=1 \
+      --gtest_filter="${TERN_GPU_TEST_FILTER:-*}" >"$out/variant_tests.log" 2>&1
     echo "variant tests: rc $? $(grep -E '^\[  (PASSED|FAILED) ' "$out/variant_tests.log" | tr '\n' ' ')"
   fi
   OUT=$out/goals bench/goal_rows.sh "$dist/tern" $variant
