@@ -239,6 +239,25 @@ TEST_F(CudaAttention, SdpaDecodeStagesOldKeysBeforeTheWait) {
   }
 }
 
+// Flash-decoding keeps key positions in 32 bits: a query offset past 2^31 is refused with a message, not
+// read with wrapped positions.
+TEST_F(CudaAttention, SdpaDecodeRefusesPositionsPast32Bits) {
+  const Tensor q = randn_as({1, 8, 1, 128}, Dtype::bf16, 7).to(kGpu);
+  const Tensor k = randn_as({1, 2, 16, 128}, Dtype::bf16, 8).to(kGpu);
+  const Tensor v = randn_as({1, 2, 16, 128}, Dtype::bf16, 9).to(kGpu);
+  ops::AttentionMask m;
+  m.causal = true;
+  m.q_offset = int64_t{1} << 31;
+  try {
+    ops::sdpa(q, k, v, 0.088f, m);
+    ADD_FAILURE() << "expected an error for a query offset of 2^31";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("below 2^31"), std::string::npos) << e.what();
+  }
+  m.q_offset = 15;  // the same read at a position that fits
+  EXPECT_NO_THROW(ops::sdpa(q, k, v, 0.088f, m));
+}
+
 // Heads wider than the kernels' 256 (Gemma 4's full layers: 512): bf16/f16 512-dim heads run the
 // tensor-core prefill and flash-decoding (scores over all 512 dims, values in two launches); f32, a
 // bias, other widths, or > 16 rows per kv head in < 16 queries go through ops::sdpa_split_heads (the

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "tern/backend/cuda/launch.h"
 #include "tern/backend/cuda/layout.h"
@@ -133,6 +134,12 @@ bool run_sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float 
     // counter. A span of up to 512 keys then takes a split per 64 keys (one 16-key tile a warp) within
     // one wave. TERN_CUDA_DECODE_CLUSTER=0 keeps the global merge (for benchmarks and tests), =2 takes
     // clusters at longer spans too.
+    // The read keeps key positions, masks and head indices in 32 bits (kernels/attention_decode.cuh).
+    constexpr int64_t kMax32 = std::numeric_limits<int32_t>::max();
+    TERN_CHECK(p.Lk < kMax32 && p.q_offset > -kMax32 && p.q_offset + p.Lq < kMax32 && p.window < kMax32 &&
+                   p.Hq < kMax32,
+               "[sdpa] expected key positions below 2^31 in the decode read, got {} keys, query offset {}, window {}",
+               p.Lk, p.q_offset, p.window);
     const int64_t heads = p.B * p.Hkv, sms = device_props().multiProcessorCount;
     const char* forced = std::getenv("TERN_CUDA_DECODE_SPLITS");
     const char* cluster_env = std::getenv("TERN_CUDA_DECODE_CLUSTER");

@@ -644,8 +644,8 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
   __syncthreads();
   if (!last) return;
   __threadfence();
-  merge_split_partials<T, HDV>(a.partial, a.n_splits, rows_total, (static_cast<int64_t>(b) * a.Hq + hk * G) * Lq, R, scratch,
-                               static_cast<T*>(a.out), a.os);
+  merge_split_partials<T, HDV>(a.partial, a.n_splits, rows_total, (static_cast<int64_t>(b) * a.Hq + hk * G) * Lq, R,
+                               scratch, static_cast<T*>(a.out), a.os);
 }
 
 }  // namespace tern::cuda::kernels
