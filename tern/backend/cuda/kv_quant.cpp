@@ -186,7 +186,7 @@ void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KV
   const int64_t blocks = p.B * p.Hkv * ((G + heads - 1) / heads) * tiles;
   int64_t want = mma ? std::max<int64_t>(1, sms * kv_mma_blocks_per_sm(p) / blocks) : (3 * sms + blocks - 1) / blocks;
   if (const char* e = std::getenv("TERN_CUDA_KV_SPLITS")) want = std::max(1, std::atoi(e));  // for benchmarks
-  const int64_t n = std::max<int64_t>(1, std::min<int64_t>({want, (n_keys + 63) / 64, 256}));
+  const int64_t n = std::max<int64_t>(1, std::min<int64_t>({want, (n_keys + 63) / 64, kernels::kKVMaxSplits}));
   int64_t chunk = std::max<int64_t>(1, (n_keys + n - 1) / n);
   if (mma) chunk = (chunk + kKVMmaTileKeys - 1) / kKVMmaTileKeys * kKVMmaTileKeys;  // whole staged tiles
   p.chunk = chunk;

@@ -119,30 +119,86 @@ __device__ inline void encode_turbo_key_group(const float* x, uint8_t* codes, ui
   store_f16(zero_out, zp);
 }
 
-// One group of 32 of a rotated TurboQuant value row, exactly as turboquant::encode_rotated_value.
-__device__ inline void encode_turbo_value_group(const float* r, int bits, const TurboTables& t, uint8_t* codes,
-                                         uint8_t* scale_out) {
-  float ss = 0.0f;
-  for (int i = 0; i < 32; ++i) ss = __fadd_rn(ss, __fmul_rn(r[i], r[i]));
-  const float s = f16_round(__fsqrt_rn(__fdiv_rn(ss, 32.0f)));
-  const float inv = __fdiv_rn(1.0f, __fadd_rn(s, 1e-8f));
-  uint8_t buf[32] = {};
-  for (int i = 0; i < 32; ++i) {
-    const float y = __fmul_rn(r[i], inv);
-    int lo = 0, n = t.n_bounds;  // lower_bound: the number of bounds strictly below y
-    while (n > 0) {
-      const int half = n / 2;
-      if (t.bounds[lo + half] < y) {
-        lo += half + 1;
-        n -= half + 1;
-      } else {
-        n = half;
-      }
-    }
-    put_code(buf, i, bits, static_cast<unsigned>(lo));
+// The same group of a TurboQuant key row by one warp, lane i taking element i: the same bits as
+// encode_turbo_key_group. The minimum and maximum combine contiguous ranges in index order, keeping the
+// left one on ties (as the sequential scan keeps its first), so signed zeros come out alike; a group
+// holding a NaN (where the scan's order matters otherwise) takes the sequential scan on lane 0.
+__device__ inline void encode_turbo_key_group_warp(const float* x, int lane, uint8_t* codes, uint8_t* scale_out,
+                                                   uint8_t* zero_out) {
+  constexpr unsigned kAll = 0xffffffffu;
+  const float xi = x[lane];
+  if (__any_sync(kAll, isnan(xi))) {
+    if (lane == 0) encode_turbo_key_group(x, codes, scale_out, zero_out);
+    return;
   }
-  for (int i = 0; i < 4 * bits; ++i) codes[i] = buf[i];
-  store_f16(scale_out, s);
+  float lo = xi, hi = xi;
+  for (int off = 1; off < 32; off *= 2) {  // lane i (a multiple of 2 off): [i, i + off) with [i + off, i + 2 off)
+    const float olo = __shfl_down_sync(kAll, lo, off), ohi = __shfl_down_sync(kAll, hi, off);
+    if ((lane & (2 * off - 1)) == 0) {
+      lo = olo < lo ? olo : lo;
+      hi = hi < ohi ? ohi : hi;
+    }
+  }
+  lo = __shfl_sync(kAll, lo, 0);
+  hi = __shfl_sync(kAll, hi, 0);
+  const float alo = fabsf(lo), ahi = fabsf(hi);
+  const float amax = alo < ahi ? ahi : alo;
+  const float a = __fdiv_rn(__fsub_rn(hi, lo), 254.0f), b = __fdiv_rn(amax, 2048.0f);
+  const float sc = f16_round(a < b ? b : a);
+  const float den = __fadd_rn(sc, 1e-8f);
+  float zp = 0.0f;
+  if (sc > 0) zp = f16_round(rintf(__fdiv_rn(__fadd_rn(hi, lo), __fmul_rn(2.0f, den))));
+  float q = 0.0f;
+  if (sc > 0) {
+    q = rintf(__fsub_rn(__fdiv_rn(xi, den), zp));
+    q = q < -127.0f ? -127.0f : (127.0f < q ? 127.0f : q);
+  }
+  codes[lane] = static_cast<uint8_t>(static_cast<int8_t>(q));
+  if (lane == 0) {
+    store_f16(scale_out, sc);
+    store_f16(zero_out, zp);
+  }
+}
+
+// One group of 32 of a rotated TurboQuant value row, exactly as turboquant::encode_rotated_value, by
+// one warp, lane i taking element i (the sum of squares stays one sequential sum, on lane 0). bounds: the
+// codebook's n_bounds bucket bounds in shared memory. The codes' little-endian stream is assembled as
+// `bits` 32-bit words OR-reduced over the warp, then stored a byte a lane.
+__device__ inline void encode_turbo_value_group_warp(const float* r, int bits, const float* bounds, int n_bounds,
+                                                     int lane, uint8_t* codes, uint8_t* scale_out) {
+  constexpr unsigned kAll = 0xffffffffu;
+  float s = 0.0f, inv = 0.0f;
+  if (lane == 0) {
+    float ss = 0.0f;
+    for (int i = 0; i < 32; ++i) ss = __fadd_rn(ss, __fmul_rn(r[i], r[i]));
+    s = f16_round(__fsqrt_rn(__fdiv_rn(ss, 32.0f)));
+    inv = __fdiv_rn(1.0f, __fadd_rn(s, 1e-8f));
+  }
+  s = __shfl_sync(kAll, s, 0);
+  inv = __shfl_sync(kAll, inv, 0);
+  const float y = __fmul_rn(r[lane], inv);
+  int lo = 0, n = n_bounds;  // lower_bound: the number of bounds strictly below y
+  while (n > 0) {
+    const int half = n / 2;
+    if (bounds[lo + half] < y) {
+      lo += half + 1;
+      n -= half + 1;
+    } else {
+      n = half;
+    }
+  }
+  const unsigned c = static_cast<unsigned>(lo);
+  const int bit = lane * bits, w0 = bit >> 5, sh = bit & 31;
+  unsigned word = 0;  // this lane's byte of the stream
+  for (int k = 0; k < bits; ++k) {  // the stream is `bits` words of 32 codes' bits
+    unsigned part = 0;
+    if (k == w0) part = c << sh;
+    if (k == w0 + 1 && sh + bits > 32) part = c >> (32 - sh);
+    const unsigned wk = __reduce_or_sync(kAll, part);
+    if (lane >> 2 == k) word = wk >> (8 * (lane & 3));
+  }
+  if (lane < 4 * bits) codes[lane] = static_cast<uint8_t>(word & 0xffu);
+  if (lane == 0) store_f16(scale_out, s);
 }
 
 // One block per packed row r = (l * B + b) * H + h of job blockIdx.y (0: j0, 1: j1; keys and values in
@@ -153,6 +209,7 @@ template <typename T>
 __global__ void kv_encode_kernel(KVEncodeJob j0, KVEncodeJob j1, int64_t B, int64_t H, TurboTables t) {
   grid_dependency_wait();
   __shared__ float row[1024];
+  __shared__ float bounds[255];
   const KVEncodeJob& j = blockIdx.y == 0 ? j0 : j1;
   const KVCodecArgs c = j.c;
   uint8_t* rows = j.rows;
@@ -166,16 +223,30 @@ __global__ void kv_encode_kernel(KVEncodeJob j0, KVEncodeJob j1, int64_t B, int6
   }
   const T* xp = static_cast<const T*>(j.x) + b * j.xs[0] + h * j.xs[1] + l * j.xs[2];
   for (int i = threadIdx.x; i < c.dim; i += blockDim.x) row[i] = to_f32(xp[i]);
+  if (c.kind == 2) {
+    for (int i = threadIdx.x; i < t.n_bounds; i += blockDim.x) bounds[i] = t.bounds[i];
+  }
   __syncthreads();
   if (c.kind == 2) block_rotate(row, c.dim, t, false);
   uint8_t* out = rows + dst * c.row_bytes;
   const int groups = c.dim / c.group;
   uint8_t* first = out + c.codes_bytes;  // f16 scales [groups], then the second f16 [groups]
-  for (int g = threadIdx.x; g < groups; g += blockDim.x) {
-    uint8_t* codes = out + g * c.group * c.bits / 8;
-    if (c.kind == 0) encode_affine_group(row + g * c.group, c.group, c.bits, codes, first + 2 * g, first + 2 * (groups + g));
-    else if (c.kind == 1) encode_turbo_key_group(row + g * 32, codes, first + 2 * g, first + 2 * (groups + g));
-    else encode_turbo_value_group(row + g * 32, c.bits, t, codes, first + 2 * g);
+  if (c.kind == 0) {  // affine: a thread a group
+    for (int g = threadIdx.x; g < groups; g += blockDim.x) {
+      uint8_t* codes = out + g * c.group * c.bits / 8;
+      encode_affine_group(row + g * c.group, c.group, c.bits, codes, first + 2 * g, first + 2 * (groups + g));
+    }
+    return;
+  }
+  // TurboQuant (groups of 32): a warp a group
+  const int lane = threadIdx.x & 31;
+  for (int g = threadIdx.x >> 5; g < groups; g += blockDim.x >> 5) {
+    uint8_t* codes = out + g * 32 * c.bits / 8;
+    if (c.kind == 1) {
+      encode_turbo_key_group_warp(row + g * 32, lane, codes, first + 2 * g, first + 2 * (groups + g));
+    } else {
+      encode_turbo_value_group_warp(row + g * 32, c.bits, bounds, t.n_bounds, lane, codes, first + 2 * g);
+    }
   }
 }
 

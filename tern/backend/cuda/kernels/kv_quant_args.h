@@ -35,6 +35,9 @@ struct KVEncodeJob {
   KVCodecArgs c;
 };
 
+// The most key splits of a fused decode attention (its combine keeps one weight a split in shared memory).
+constexpr int kKVMaxSplits = 256;
+
 // The fused decode attention's arguments (kv_quant_attention.cuh, kv_quant_attention_mma.cuh).
 struct KVAttnArgs {
   const void* q;  // [B, Hq, L, D], strides (b, h) and qs_l (position), last dim contiguous

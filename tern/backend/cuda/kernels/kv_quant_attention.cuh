@@ -164,22 +164,32 @@ __global__ void __launch_bounds__(kKVAttnWarps * 32) kv_decode_attention_kernel(
 }
 
 // One block per output row r = b * Hq + h: merges the splits' partials, normalises, rotates turbo
-// values back (rotate_back) and writes out [B * Hq, D] contiguous.
+// values back (rotate_back) and writes out [B * Hq, D] contiguous. Each split's max and weight are read
+// and computed once for the block (n_splits <= kKVMaxSplits, kv_quant_args.h), then every thread sums its element's
+// splits in split order with their loads in flight together.
 template <typename T>
 __global__ void kv_attention_combine_kernel(const float* partial, int n_splits, int64_t rows, int D, bool rotate_back,
                                             TurboTables t, T* out) {
   grid_dependency_wait();
   __shared__ float o[512];
+  __shared__ float wgt[kKVMaxSplits], sums[kKVMaxSplits];
   const int64_t r = blockIdx.x;
   float mx = -CUDART_INF_F;
-  for (int s = 0; s < n_splits; ++s) mx = fmaxf(mx, partial[(s * rows + r) * (D + 2) + D]);
+  for (int s = threadIdx.x; s < n_splits; s += blockDim.x) {
+    const float* pp = partial + (s * rows + r) * (D + 2);
+    wgt[s] = pp[D];
+    sums[s] = pp[D + 1];
+    mx = fmaxf(mx, wgt[s]);
+  }
+  mx = block_max(mx);  // its barriers also publish wgt and sums
+  for (int s = threadIdx.x; s < n_splits; s += blockDim.x) wgt[s] = wgt[s] == -CUDART_INF_F ? 0.0f : expf(wgt[s] - mx);
+  __syncthreads();
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
     float sum = 0.0f, acc = 0.0f;
+#pragma unroll 16
     for (int s = 0; s < n_splits; ++s) {
-      const float* pp = partial + (s * rows + r) * (D + 2);
-      const float wgt = pp[D] == -CUDART_INF_F ? 0.0f : expf(pp[D] - mx);
-      sum += pp[D + 1] * wgt;
-      acc += pp[d] * wgt;
+      sum += sums[s] * wgt[s];
+      acc += partial[(s * rows + r) * (D + 2) + d] * wgt[s];
     }
     o[d] = sum > 0.0f ? acc / sum : 0.0f;
   }
