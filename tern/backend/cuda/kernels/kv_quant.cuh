@@ -93,6 +93,31 @@ __device__ inline void encode_affine_group(const float* x, int n, int bits, uint
   store_f16(bias_out, bias);
 }
 
+// A TurboQuant key group's f16 scale sc and zero point zp from its minimum and maximum, and the code of
+// one of its elements, exactly as turboquant::encode_key computes them.
+struct TurboKeyScale {
+  float sc, den, zp;
+};
+__device__ __forceinline__ TurboKeyScale turbo_key_scale(float lo, float hi) {
+  const float alo = fabsf(lo), ahi = fabsf(hi);
+  const float amax = alo < ahi ? ahi : alo;
+  const float a = __fdiv_rn(__fsub_rn(hi, lo), 254.0f), b = __fdiv_rn(amax, 2048.0f);
+  TurboKeyScale k;
+  k.sc = f16_round(a < b ? b : a);
+  k.den = __fadd_rn(k.sc, 1e-8f);
+  k.zp = 0.0f;
+  if (k.sc > 0) k.zp = f16_round(rintf(__fdiv_rn(__fadd_rn(hi, lo), __fmul_rn(2.0f, k.den))));
+  return k;
+}
+__device__ __forceinline__ uint8_t turbo_key_code(float x, const TurboKeyScale& k) {
+  float q = 0.0f;
+  if (k.sc > 0) {
+    q = rintf(__fsub_rn(__fdiv_rn(x, k.den), k.zp));
+    q = q < -127.0f ? -127.0f : (127.0f < q ? 127.0f : q);
+  }
+  return static_cast<uint8_t>(static_cast<int8_t>(q));
+}
+
 // One group of 32 of a TurboQuant key row, exactly as turboquant::encode_key.
 __device__ inline void encode_turbo_key_group(const float* x, uint8_t* codes, uint8_t* scale_out, uint8_t* zero_out) {
   float lo = x[0], hi = x[0];
@@ -100,23 +125,10 @@ __device__ inline void encode_turbo_key_group(const float* x, uint8_t* codes, ui
     lo = x[i] < lo ? x[i] : lo;
     hi = hi < x[i] ? x[i] : hi;
   }
-  const float alo = fabsf(lo), ahi = fabsf(hi);
-  const float amax = alo < ahi ? ahi : alo;
-  const float a = __fdiv_rn(__fsub_rn(hi, lo), 254.0f), b = __fdiv_rn(amax, 2048.0f);
-  const float sc = f16_round(a < b ? b : a);
-  const float den = __fadd_rn(sc, 1e-8f);
-  float zp = 0.0f;
-  if (sc > 0) zp = f16_round(rintf(__fdiv_rn(__fadd_rn(hi, lo), __fmul_rn(2.0f, den))));
-  for (int i = 0; i < 32; ++i) {
-    float q = 0.0f;
-    if (sc > 0) {
-      q = rintf(__fsub_rn(__fdiv_rn(x[i], den), zp));
-      q = q < -127.0f ? -127.0f : (127.0f < q ? 127.0f : q);
-    }
-    codes[i] = static_cast<uint8_t>(static_cast<int8_t>(q));
-  }
-  store_f16(scale_out, sc);
-  store_f16(zero_out, zp);
+  const TurboKeyScale k = turbo_key_scale(lo, hi);
+  for (int i = 0; i < 32; ++i) codes[i] = turbo_key_code(x[i], k);
+  store_f16(scale_out, k.sc);
+  store_f16(zero_out, k.zp);
 }
 
 // The same group of a TurboQuant key row by one warp, lane i taking element i: the same bits as
@@ -139,24 +151,11 @@ __device__ inline void encode_turbo_key_group_warp(const float* x, int lane, uin
       hi = hi < ohi ? ohi : hi;
     }
   }
-  lo = __shfl_sync(kAll, lo, 0);
-  hi = __shfl_sync(kAll, hi, 0);
-  const float alo = fabsf(lo), ahi = fabsf(hi);
-  const float amax = alo < ahi ? ahi : alo;
-  const float a = __fdiv_rn(__fsub_rn(hi, lo), 254.0f), b = __fdiv_rn(amax, 2048.0f);
-  const float sc = f16_round(a < b ? b : a);
-  const float den = __fadd_rn(sc, 1e-8f);
-  float zp = 0.0f;
-  if (sc > 0) zp = f16_round(rintf(__fdiv_rn(__fadd_rn(hi, lo), __fmul_rn(2.0f, den))));
-  float q = 0.0f;
-  if (sc > 0) {
-    q = rintf(__fsub_rn(__fdiv_rn(xi, den), zp));
-    q = q < -127.0f ? -127.0f : (127.0f < q ? 127.0f : q);
-  }
-  codes[lane] = static_cast<uint8_t>(static_cast<int8_t>(q));
+  const TurboKeyScale k = turbo_key_scale(__shfl_sync(kAll, lo, 0), __shfl_sync(kAll, hi, 0));
+  codes[lane] = turbo_key_code(xi, k);
   if (lane == 0) {
-    store_f16(scale_out, sc);
-    store_f16(zero_out, zp);
+    store_f16(scale_out, k.sc);
+    store_f16(zero_out, k.zp);
   }
 }
 
