@@ -174,18 +174,8 @@ __global__ void __launch_bounds__(256) gemv(const __nv_bfloat16* __restrict__ w,
   if (n >= N) return;
   const uint4* wr = reinterpret_cast<const uint4*>(w + static_cast<size_t>(n) * K);
   const uint4* xr = reinterpret_cast<const uint4*>(x);
-  const int chunks = K / 8;
   float acc = 0.0f;
-  for (int c0 = lane; c0 < chunks; c0 += 128) {
-    uint4 a[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) a[u] = c0 + 32 * u < chunks ? __ldcs(wr + c0 + 32 * u) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      if (c0 + 32 * u >= chunks) break;
-      acc += dot8(a[u], __ldg(xr + c0 + 32 * u));
-    }
-  }
+  stream_row(wr, 0, K / 8, [&](const uint4& a, int c) { acc += dot8(a, __ldg(xr + c)); });
   acc = warp_sum(acc);
   if (lane == 0) y[n] = __float2bfloat16(acc);
 }

@@ -28,14 +28,7 @@
 template <bool L2X = false>
 __device__ __forceinline__ float row_rest(const uint4* wr, const uint4* xr, int from, int chunks, int lane) {
   float acc = 0.0f;
-  for (int c0 = from + lane; c0 < chunks; c0 += 32 * 4) {
-    uint4 a[4];
-#pragma unroll
-    for (int u = 0; u < 4; ++u) a[u] = c0 + 32 * u < chunks ? __ldcs(wr + c0 + 32 * u) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int u = 0; u < 4; ++u)
-      if (c0 + 32 * u < chunks) acc += dot8(a[u], L2X ? __ldcg(xr + c0 + 32 * u) : __ldg(xr + c0 + 32 * u));
-  }
+  stream_row(wr, from, chunks, [&](const uint4& a, int c) { acc += dot8(a, L2X ? __ldcg(xr + c) : __ldg(xr + c)); });
   return acc;
 }
 

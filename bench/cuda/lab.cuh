@@ -56,6 +56,20 @@ __device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
   return s;
 }
 
+// This lane's walk over a weight row of `chunks` chunks of 8 bf16 from chunk `from` (it takes from + lane,
+// + 32, ...), 4 evict-first loads in flight: chunk(a, c) for each of its chunks c in order, a its weights.
+template <typename F>
+__device__ __forceinline__ void stream_row(const uint4* w, int from, int chunks, F&& chunk) {
+  for (int c0 = from + (threadIdx.x & 31); c0 < chunks; c0 += 32 * 4) {
+    uint4 a[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) a[u] = c0 + 32 * u < chunks ? __ldcs(w + c0 + 32 * u) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < 4; ++u)
+      if (c0 + 32 * u < chunks) chunk(a[u], c0 + 32 * u);
+  }
+}
+
 // p[i] = scale * u, u uniform in [-1, 1) from a hash of i and seed (the same values on every run).
 __global__ void fill_random(__nv_bfloat16* p, size_t n, unsigned seed, float scale) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {

@@ -56,22 +56,14 @@ __device__ __forceinline__ void x_chunk(const uint4* x, const uint4* gamma, int 
 // This lane's share of row w . x over K (K / 8 chunks, 4 loads in flight).
 template <bool FOLD>
 __device__ __forceinline__ float row_dot(const uint4* w, const uint4* x, const uint4* gamma, int K, float inv) {
-  const int lane = threadIdx.x & 31, chunks = K / 8;
   float acc = 0.0f;
-  for (int c0 = lane; c0 < chunks; c0 += 128) {
-    uint4 a[4];
+  stream_row(w, 0, K / 8, [&](const uint4& a, int c) {
+    float wf[8], xf[8];
+    unpack8(a, wf);
+    x_chunk<FOLD>(x, gamma, c, inv, xf);
 #pragma unroll
-    for (int u = 0; u < 4; ++u) a[u] = c0 + 32 * u < chunks ? __ldcs(w + c0 + 32 * u) : make_uint4(0, 0, 0, 0);
-#pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      if (c0 + 32 * u >= chunks) break;
-      float wf[8], xf[8];
-      unpack8(a[u], wf);
-      x_chunk<FOLD>(x, gamma, c0 + 32 * u, inv, xf);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) acc += wf[i] * xf[i];
-    }
-  }
+    for (int i = 0; i < 8; ++i) acc += wf[i] * xf[i];
+  });
   return warp_sum(acc);
 }
 
