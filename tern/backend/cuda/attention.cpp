@@ -138,8 +138,9 @@ bool run_sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float 
     constexpr int64_t kMax32 = std::numeric_limits<int32_t>::max();
     TERN_CHECK(p.Lk < kMax32 && p.q_offset > -kMax32 && p.q_offset + p.Lq < kMax32 && p.window < kMax32 &&
                    p.Hq < kMax32,
-               "[sdpa] expected key positions below 2^31 in the decode read, got {} keys, query offset {}, window {}",
-               p.Lk, p.q_offset, p.window);
+               "[sdpa] expected key positions and head counts below 2^31 in the decode read, got {} keys, query "
+               "offset {}, window {}, {} query heads",
+               p.Lk, p.q_offset, p.window, p.Hq);
     const int64_t heads = p.B * p.Hkv, sms = device_props().multiProcessorCount;
     const char* forced = std::getenv("TERN_CUDA_DECODE_SPLITS");
     const char* cluster_env = std::getenv("TERN_CUDA_DECODE_CLUSTER");
