@@ -45,7 +45,11 @@ auto kv_mma_kernel() {
   static const bool configured = [&] {
     int optin = 0;
     TERN_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-    TERN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin));
+    // The opt-in limit covers the kernel's static shared memory too: the dynamic part gets the rest.
+    cudaFuncAttributes attr{};
+    TERN_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+    TERN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         optin - static_cast<int>(attr.sharedSizeBytes)));
     return true;
   }();
   (void)configured;
