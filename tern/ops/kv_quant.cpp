@@ -93,8 +93,10 @@ void kv_encode(const Tensor& x, const KVRowCodec& codec, Tensor& rows) {
     cuda::kv_encode(x, device_codec(codec), rows);
 }
 
-void kv_encode_positions(const Tensor& k, const KVRowCodec& key_codec, Tensor& keys, const Tensor& v,
-                         const KVRowCodec& value_codec, Tensor& values, const Tensor& positions, int64_t ring) {
+namespace {
+// kv_encode_positions' argument checks.
+void check_step_store(const Tensor& k, const KVRowCodec& key_codec, const Tensor& keys, const Tensor& v,
+                      const KVRowCodec& value_codec, const Tensor& values, const Tensor& positions, int64_t ring) {
   for (const auto& [x, c] : {std::pair{&k, &key_codec}, std::pair{&v, &value_codec}})
     TERN_CHECK(x->defined() && is_floating(x->dtype()) && x->rank() == 4 && x->size(2) == 1 && x->size(3) == c->dim,
                "[kv-quant] expected the step's k and v as float [B, H, 1, {}], got {}", c->dim,
@@ -112,6 +114,12 @@ void kv_encode_positions(const Tensor& k, const KVRowCodec& key_codec, Tensor& k
              "[kv-quant] expected positions [{}] i32 on {}, got {} {} on {}", k.size(0), k.device().str(),
              shape_str(positions.shape()), dtype_name(positions.dtype()), positions.device().str());
   TERN_CHECK(ring >= 0, "[kv-quant] expected a ring of >= 0 slots, got {}", ring);
+}
+}  // namespace
+
+void kv_encode_positions(const Tensor& k, const KVRowCodec& key_codec, Tensor& keys, const Tensor& v,
+                         const KVRowCodec& value_codec, Tensor& values, const Tensor& positions, int64_t ring) {
+  check_step_store(k, key_codec, keys, v, value_codec, values, positions, ring);
   if (!k.device().is_cpu()) {
     cuda::kv_encode_positions(k, device_codec(key_codec), keys, v, device_codec(value_codec), values,
                               positions.contiguous(), ring);
@@ -189,9 +197,11 @@ Tensor kv_window_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
   return out;
 }
 
-Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
-                           const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
-                           float softcap, const Tensor& lengths, int64_t ring) {
+namespace {
+// kv_decode_attention, with (keys / values not null) kv_decode_attention_store's store.
+Tensor decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
+                        const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
+                        float softcap, const Tensor& lengths, int64_t ring, Tensor* keys, Tensor* values) {
   TERN_CHECK(q.defined() && is_floating(q.dtype()) && q.rank() == 4 && q.size(2) == 1,
              "[kv-quant] expected a float q [B, Hq, 1, D], got {}", q.defined() ? shape_str(q.shape()) : "none");
   check_attention_rows(q, k_rows, key_codec, v_rows, value_codec);
@@ -225,11 +235,31 @@ Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
                "bits (kv_window_attention reads them there when TERN_CUDA_KV_ROTATED_KEYS=0)",
                key_codec.bits);
     cuda::kv_decode_attention(q, k_rows, device_codec(key_codec), v_rows, value_codec, k_new, v_new, scale, softcap,
-                              len, ring, out);
+                              len, ring, out, keys, values);
   } else {
+    if (keys) kv_encode_positions(k_new, key_codec, *keys, v_new, value_codec, *values, len, 0);
     cpu::kv_decode_attention(q, k_rows, key_codec, v_rows, value_codec, k_new, v_new, scale, softcap, len, ring, out);
   }
   return out;
+}
+}  // namespace
+
+Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
+                           const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
+                           float softcap, const Tensor& lengths, int64_t ring) {
+  return decode_attention(q, k_rows, key_codec, v_rows, value_codec, k_new, v_new, scale, softcap, lengths, ring,
+                          nullptr, nullptr);
+}
+
+Tensor kv_decode_attention_store(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
+                                 const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
+                                 float softcap, const Tensor& lengths, Tensor& keys, Tensor& values) {
+  TERN_CHECK(k_new.defined() && v_new.defined() && lengths.defined(),
+             "[kv-quant] expected the step's k_new, v_new and lengths for a read with its store, got {}{}{}",
+             k_new.defined() ? "" : "no k_new ", v_new.defined() ? "" : "no v_new ", lengths.defined() ? "" : "no lengths");
+  check_step_store(k_new, key_codec, keys, v_new, value_codec, values, lengths, 0);
+  return decode_attention(q, k_rows, key_codec, v_rows, value_codec, k_new, v_new, scale, softcap, lengths, 0, &keys,
+                          &values);
 }
 
 }  // namespace tern::ops

@@ -57,6 +57,16 @@ Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool 
 Tensor kv_decode_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
                            const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
                            float softcap = 0.0f, const Tensor& lengths = Tensor(), int64_t ring = 0);
+// kv_decode_attention of a compiled step with the step's store folded in: k_new / v_new (one position a
+// row) are also encoded into slot lengths[b] of the storages keys / values ([N, B, Hkv, row bytes], whose
+// first S slots k_rows / v_rows view), as kv_encode_positions(k_new, key_codec, keys, v_new,
+// value_codec, values, lengths) would. The same output and the same storage as that op and then
+// kv_decode_attention; on CUDA the tensor-core read's combine launch writes the rows beside its merge
+// (k_new / v_new in q's dtype, not two rotated codecs; TERN_CUDA_KV_STORE=launch launches the encode
+// first, for benchmarks).
+Tensor kv_decode_attention_store(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
+                                 const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
+                                 float softcap, const Tensor& lengths, Tensor& keys, Tensor& values);
 // Whether kv_decode_attention reads this codec pair on `device`: the CPU reads every pair; CUDA reads
 // key and value rows of one head dim in {32, 64, 128, 256, 512}, TurboQuant keys of 4 or 3 bits included
 // unless TERN_CUDA_KV_ROTATED_KEYS=0 (a cache then reads such a decode append with kv_window_attention).
@@ -106,8 +116,9 @@ void kv_encode(const Tensor& x, const ops::KVRowCodec& codec, Tensor& rows);
 void kv_encode_positions(const Tensor& k, const ops::KVRowCodec& key_codec, Tensor& keys, const Tensor& v,
                          const ops::KVRowCodec& value_codec, Tensor& values, const Tensor& positions, int64_t ring);
 void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, Tensor& out);
+// store_keys / store_values (both or neither): ops::kv_decode_attention_store's storages.
 void kv_decode_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec,
                          const Tensor& v_rows, const ops::KVRowCodec& value_codec, const Tensor& k_new,
                          const Tensor& v_new, float scale, float softcap, const Tensor& lengths, int64_t ring,
-                         Tensor& out);
+                         Tensor& out, Tensor* store_keys = nullptr, Tensor* store_values = nullptr);
 }

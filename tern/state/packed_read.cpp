@@ -31,6 +31,25 @@ class DecodeRead : public PackedRead {
   int64_t ring_ = 0;
 };
 
+// DecodeRead's read with the step's store (packed_store_read).
+class StoreDecodeRead : public PackedRead {
+ public:
+  StoreDecodeRead(Tensor k_rows, Tensor v_rows, ops::KVRowCodec kc, ops::KVRowCodec vc, Tensor k, Tensor v,
+                  Tensor lengths, Tensor keys, Tensor values)
+      : PackedRead(std::move(k_rows), std::move(v_rows), kc, vc, std::move(k), std::move(v)),
+        lengths_(std::move(lengths)),
+        keys_(std::move(keys)),
+        values_(std::move(values)) {}
+  Tensor attend(const Tensor& q, float scale, float softcap) const override {
+    return ops::kv_decode_attention_store(q, k_rows_, kc_, v_rows_, vc_, k_, v_, scale, softcap, lengths_, keys_,
+                                          values_);
+  }
+
+ private:
+  Tensor lengths_;
+  mutable Tensor keys_, values_;  // written by attend (the storage's handles)
+};
+
 class WindowRead : public PackedRead {
  public:
   WindowRead(Tensor k_rows, Tensor v_rows, ops::KVRowCodec kc, ops::KVRowCodec vc, Tensor k, Tensor v, int64_t window,
@@ -54,6 +73,13 @@ std::unique_ptr<AttentionRead> packed_decode_read(Tensor k_rows, Tensor v_rows, 
                                                   int64_t ring) {
   return std::make_unique<DecodeRead>(std::move(k_rows), std::move(v_rows), kc, vc, std::move(k), std::move(v),
                                       std::move(lengths), ring);
+}
+
+std::unique_ptr<AttentionRead> packed_store_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& kc,
+                                                 const ops::KVRowCodec& vc, Tensor k, Tensor v, Tensor lengths,
+                                                 Tensor keys, Tensor values) {
+  return std::make_unique<StoreDecodeRead>(std::move(k_rows), std::move(v_rows), kc, vc, std::move(k), std::move(v),
+                                           std::move(lengths), std::move(keys), std::move(values));
 }
 
 std::unique_ptr<AttentionRead> packed_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& kc,

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "tern/ops/norm_rope.h"
 #include "tern/state/cache_file.h"
 #include "tern/state/packed_read.h"
 
@@ -154,6 +155,20 @@ std::unique_ptr<AttentionRead> QuantizedKVCache::append_step(const Tensor& k, co
   ops::kv_encode_positions(k, kc, keys_, v, vc, values_, st.positions);
   // The stored positions row b reads are those before its own: positions[b] of them.
   return packed_decode_read(rows(true, st.span), rows(false, st.span), kc, vc, k, v, st.positions);
+}
+
+KVCache::RopedRead QuantizedKVCache::append_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v,
+                                                      const QKNormRope& n, AppendPhase phase) {
+  if (!step_) return KVCache::append_norm_rope(q, k, v, n, phase);
+  TERN_CHECK(n.rope, "[kv-cache] expected a rope table for append_norm_rope");
+  TERN_CHECK(phase == AppendPhase::decode && q.size(2) == 1,
+             "[kv-cache] expected decode appends while a compiled step is attached, got {} positions", q.size(2));
+  ops::NormRoped qk = ops::norm_rope(q, k, n.wq, n.wk, n.eps, next_positions(1).to(q.device()), *n.rope);
+  check_append(qk.k, v);
+  const DeviceStep& st = *step_;
+  // The stored positions row b reads are those before its own: positions[b] of them.
+  return {qk.q, packed_store_read(rows(true, st.span), rows(false, st.span), key_codec(), value_codec(), qk.k, v,
+                                  st.positions, keys_, values_)};
 }
 
 void QuantizedKVCache::save(CacheWriter& out) const {

@@ -28,6 +28,67 @@ using ops::KVRowCodec;
 
 class CudaKVQuantStep : public CudaTest {};
 
+std::vector<uint8_t> host_bytes(const Tensor& t) {
+  const Tensor c = t.to(Device::cpu()).contiguous();
+  return std::vector<uint8_t>(c.data<uint8_t>(), c.data<uint8_t>() + c.numel());
+}
+
+// A compiled step's read with its store folded in (ops::kv_decode_attention_store): on the GPU the
+// tensor-core read's combine launch encodes the step's key and value beside its merge (TurboQuant k8 with
+// 2-4 and 8-bit values, affine); its output and storage are bit-identical to the encode launch first
+// (TERN_CUDA_KV_STORE=launch), and the storage to the CPU's, for head dims 64-256, 1-16 query heads a kv
+// head, new positions past the read's span, inside it and in the storage's last slot, and forced split
+// counts.
+TEST_F(CudaKVQuantStep, ReadWithTheStepsStoreEqualsEncodeThenRead) {
+  ScopedEnv store_env("TERN_CUDA_KV_STORE", nullptr), splits_env("TERN_CUDA_KV_SPLITS", nullptr);
+  const int64_t B = 3, N = 300, S = 260;
+  const std::vector<int32_t> lens = {260, 5, 299};  // past the span, inside it (its row does not read it), the last slot
+  struct Case {
+    int64_t d, hq, hkv;
+    int vbits;
+    bool affine;
+  };
+  uint32_t seed = 70;
+  for (const Case& c : {Case{128, 32, 8, 3, false}, Case{64, 16, 8, 2, false}, Case{256, 16, 1, 4, false},
+                        Case{128, 8, 8, 8, false}, Case{128, 32, 8, 4, true}}) {
+    const KVRowCodec kc = c.affine ? KVRowCodec{KVRowCodec::affine, 4, 64, c.d} : KVRowCodec{KVRowCodec::turbo_key, 8, 32, c.d};
+    const KVRowCodec vc =
+        c.affine ? KVRowCodec{KVRowCodec::affine, 4, 64, c.d} : KVRowCodec{KVRowCodec::turbo_value, c.vbits, 32, c.d};
+    Tensor keys = Tensor::empty({N, B, c.hkv, kc.row_bytes()}, Dtype::u8);
+    Tensor values = Tensor::empty({N, B, c.hkv, vc.row_bytes()}, Dtype::u8);
+    ops::kv_encode(randn({B, c.hkv, N, c.d}, ++seed), kc, keys);
+    ops::kv_encode(randn({B, c.hkv, N, c.d}, ++seed), vc, values);
+    const Tensor q = ops::cast(randn({B, c.hq, 1, c.d}, ++seed), Dtype::bf16).to(kGpu);
+    const Tensor kn = ops::cast(randn({B, c.hkv, 1, c.d}, ++seed), Dtype::bf16);
+    const Tensor vn = ops::cast(randn({B, c.hkv, 1, c.d}, ++seed), Dtype::bf16);
+    const Tensor len = Tensor::from_vector(lens, {B});
+    // The CPU's storage after the step's encode.
+    Tensor keys_cpu = keys.clone(), values_cpu = values.clone();
+    ops::kv_encode_positions(kn, kc, keys_cpu, vn, vc, values_cpu, len);
+    for (const char* splits : {"", "1", "7"}) {
+      SCOPED_TRACE("d " + std::to_string(c.d) + " hq " + std::to_string(c.hq) + " v" + std::to_string(c.vbits) +
+                   (c.affine ? " affine" : "") + " splits " + splits);
+      splits_env.set(splits);
+      std::vector<uint8_t> out[2], kb[2], vb[2];
+      for (int in_combine = 0; in_combine < 2; ++in_combine) {
+        store_env.set(in_combine ? nullptr : "launch");
+        Tensor kg = keys.to(kGpu), vg = values.to(kGpu);
+        const Tensor got = ops::kv_decode_attention_store(q, kg.narrow(0, 0, S), kc, vg.narrow(0, 0, S), vc,
+                                                          kn.to(kGpu), vn.to(kGpu), 0.088f, 0.0f, len.to(kGpu), kg, vg);
+        const Tensor h = got.to(Device::cpu());
+        out[in_combine].assign(static_cast<const uint8_t*>(h.data_ptr()),
+                               static_cast<const uint8_t*>(h.data_ptr()) + h.nbytes());
+        kb[in_combine] = host_bytes(kg);
+        vb[in_combine] = host_bytes(vg);
+      }
+      EXPECT_EQ(out[1], out[0]) << "the output, stored by the combine against the encode launch";
+      EXPECT_EQ(kb[1], host_bytes(keys_cpu)) << "keys against the CPU";
+      EXPECT_EQ(vb[1], host_bytes(values_cpu)) << "values against the CPU";
+      EXPECT_EQ(kb[0], host_bytes(keys_cpu)) << "keys of the encode launch against the CPU";
+    }
+  }
+}
+
 TEST_F(CudaKVQuantStep, DecodeAttentionWithLengthsMatchesCpu) {
   ScopedEnv rotated_env("TERN_CUDA_KV_ROTATED_KEYS", "1");  // the fused read of TurboQuant keys of 4 bits
   struct Scheme { KVRowCodec::Kind kk, vk; int kbits, vbits; int64_t group; };

@@ -273,6 +273,44 @@ TEST(KVQuant, DecodeAttentionWithLengthsAndSoftcapMatchesDecodeThenSdpa) {
   }
 }
 
+// A compiled step's read with its store folded in (kv_decode_attention_store): the same output as the read
+// alone and the same storage as kv_encode_positions, for a new position past the read's span, one inside
+// it (which its own row does not read) and an empty row.
+TEST(KVQuant, DecodeAttentionWithTheStepsStoreEqualsEncodeThenRead) {
+  const int64_t B = 3, Hq = 8, Hkv = 2, N = 40, S = 32, D = 64;
+  const std::vector<int32_t> lens = {32, 0, 17};
+  const KVRowCodec pairs[][2] = {
+      {{KVRowCodec::turbo_key, 8, 32, D}, {KVRowCodec::turbo_value, 3, 32, D}},
+      {{KVRowCodec::affine, 4, 32, D}, {KVRowCodec::affine, 4, 32, D}},
+  };
+  const Tensor len = Tensor::from_vector(lens, {B});
+  for (const auto& p : pairs) {
+    const Tensor keys = encoded(randn({B, Hkv, N, D}, 41), p[0]), values = encoded(randn({B, Hkv, N, D}, 42), p[1]);
+    const Tensor q = randn({B, Hq, 1, D}, 43), kn = randn({B, Hkv, 1, D}, 44), vn = randn({B, Hkv, 1, D}, 45);
+    const float scale = 1.0f / std::sqrt(float(D));
+    Tensor keys_a = keys.clone(), values_a = values.clone();
+    ops::kv_encode_positions(kn, p[0], keys_a, vn, p[1], values_a, len);
+    const Tensor want = ops::kv_decode_attention(q, keys.narrow(0, 0, S), p[0], values.narrow(0, 0, S), p[1], kn, vn,
+                                                 scale, 0.0f, len);
+    Tensor keys_b = keys.clone(), values_b = values.clone();
+    const Tensor got = ops::kv_decode_attention_store(q, keys_b.narrow(0, 0, S), p[0], values_b.narrow(0, 0, S), p[1],
+                                                      kn, vn, scale, 0.0f, len, keys_b, values_b);
+    EXPECT_EQ(std::memcmp(want.data_ptr(), got.data_ptr(), want.nbytes()), 0) << "value kind " << p[1].kind;
+    EXPECT_EQ(bytes(keys_b), bytes(keys_a)) << "value kind " << p[1].kind;
+    EXPECT_EQ(bytes(values_b), bytes(values_a)) << "value kind " << p[1].kind;
+  }
+  // No lengths: refused by name.
+  Tensor keys = encoded(randn({B, Hkv, N, D}, 46), pairs[0][0]), values = encoded(randn({B, Hkv, N, D}, 47), pairs[0][1]);
+  try {
+    ops::kv_decode_attention_store(randn({B, Hq, 1, D}, 48), keys.narrow(0, 0, S), pairs[0][0], values.narrow(0, 0, S),
+                                   pairs[0][1], randn({B, Hkv, 1, D}, 49), randn({B, Hkv, 1, D}, 50), 0.125f, 0.0f,
+                                   Tensor(), keys, values);
+    ADD_FAILURE() << "expected a throw without lengths";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no lengths"), std::string::npos) << e.what();
+  }
+}
+
 // A ring's compiled step: the S stored rows are slots of a ring of W (position p in slot p % W), and
 // lengths[b] is row b's new position. Each row reads the slots [0, min(lengths[b], S)) but slot
 // lengths[b] % W, plus the new position: the decode-then-sdpa composition over exactly those slots.

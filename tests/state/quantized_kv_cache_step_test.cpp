@@ -7,6 +7,7 @@
 #include <memory>
 #include <random>
 
+#include "tern/ops/norm_rope.h"
 #include "tern/ops/rope.h"
 #include "tern/state/affine_kv_cache.h"
 #include "tern/state/cache_file.h"
@@ -137,6 +138,56 @@ TEST(QuantizedKVCacheStepErrors, ClearErrors) {
 }
 
 // The bf16-first wrapper offers the step only once it has converted, and then behaves as its storage.
+// Under a step, append_norm_rope hands the step's store to the read (packed_store_read): the queries it
+// returns, the read and, once it has run, the storage equal ops::norm_rope followed by append() on a twin
+// cache, step after step; through a converted bf16-first cache too.
+TEST_P(QuantizedKVCacheStep, NormRopeAppendStoresThroughItsRead) {
+  std::mt19937 rng(9 + GetParam());
+  const int64_t B = 2, H = 2, Hq = 4, D = 64, P = 5, steps = 3;
+  std::unique_ptr<QuantizedKVCache> twin = make(GetParam());
+  TransitionKVCache stepped(0, make(GetParam()));
+  Tensor k0 = random_tensor({B, H, P, D}, rng), v0 = random_tensor({B, H, P, D}, rng);
+  twin->append(k0, v0, AppendPhase::window);
+  stepped.append(k0, v0, AppendPhase::window);
+  ASSERT_TRUE(stepped.converted());
+  twin->reserve(P + steps);
+  stepped.reserve(P + steps);
+  DeviceStep step;
+  step.positions = i32({P, P});
+  step.lengths = i32({P + 1, P + 1});
+  step.span = P + steps;
+  twin->attach_step(&step);
+  stepped.attach_step(&step);
+  ops::RopeConfig rc;
+  rc.head_dim = D;
+  const ops::RopeTable rope = ops::rope_table(rc);
+  QKNormRope n;
+  n.wq = random_tensor({D}, rng);
+  n.wk = random_tensor({D}, rng);
+  n.rope = &rope;
+  for (int64_t s = 0; s < steps; ++s) {
+    Tensor q = random_tensor({B, Hq, 1, D}, rng), k = random_tensor({B, H, 1, D}, rng), v = random_tensor({B, H, 1, D}, rng);
+    const ops::NormRoped qk = ops::norm_rope(q, k, n.wq, n.wk, n.eps, twin->next_positions(1), rope);
+    const Tensor want = twin->append(qk.k, v, AppendPhase::decode)->attend(qk.q, 0.35f);
+    KVCache::RopedRead r = stepped.append_norm_rope(q, k, v, n, AppendPhase::decode);
+    EXPECT_EQ(max_abs_diff(r.q, qk.q), 0.0f) << "step " << s;
+    EXPECT_EQ(max_abs_diff(r.read->attend(r.q, 0.35f), want), 0.0f) << "step " << s;
+    for (int64_t b = 0; b < B; ++b) {
+      step.positions.data<int32_t>()[b] += 1;
+      step.lengths.data<int32_t>()[b] += 1;
+    }
+  }
+  twin->advance(steps);
+  stepped.advance(steps);
+  twin->attach_step(nullptr);
+  stepped.attach_step(nullptr);
+  // The stores landed where append() puts them: an ordinary append then reads the same rows.
+  Tensor q = random_tensor({B, Hq, 1, D}, rng), k = random_tensor({B, H, 1, D}, rng), v = random_tensor({B, H, 1, D}, rng);
+  EXPECT_EQ(max_abs_diff(twin->append(k, v, AppendPhase::decode)->attend(q, 0.35f),
+                         stepped.append(k, v, AppendPhase::decode)->attend(q, 0.35f)),
+            0.0f);
+}
+
 TEST(TransitionKVCacheStep, FollowsTheStepOnceConverted) {
   std::mt19937 rng(31);
   const int64_t B = 1, H = 2, Hq = 4, D = 64;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <iterator>
 #include <string>
 
@@ -136,7 +137,7 @@ void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, 
 void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KVRowCodec& key_codec,
                          const Tensor& v_rows, const ops::KVRowCodec& value_codec, const Tensor& k_new_in,
                          const Tensor& v_new_in, float scale, float softcap, const Tensor& lengths, int64_t ring,
-                         Tensor& out) {
+                         Tensor& out, Tensor* store_keys, Tensor* store_values) {
   check_cuda(q_in, "kv_decode_attention");
   const int64_t D = key_codec.dim;
   TERN_CHECK(value_codec.dim == D && (D == 32 || D == 64 || D == 128 || D == 256 || D == 512),
@@ -177,6 +178,30 @@ void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KV
   const int64_t n_keys = p.S + (p.k_new ? p.L : 0);
   const int64_t sms = device_props().multiProcessorCount;
   const bool mma = kv_mma_attention_supported(q.dtype(), p);
+  if (store_keys) {
+    // The step's store: the tensor-core read's combine launch encodes the new rows beside its merge
+    // (kv_attention_combine_store_kernel) when they are in q's dtype and the tables the combine holds are
+    // theirs (not two rotated codecs); otherwise, or with TERN_CUDA_KV_STORE=launch, the encode launch
+    // first, for benchmarks.
+    const char* e = std::getenv("TERN_CUDA_KV_STORE");
+    const bool both_rotated =
+        key_codec.kind == ops::KVRowCodec::turbo_value && value_codec.kind == ops::KVRowCodec::turbo_value;
+    const bool in_combine = mma && p.L == 1 && p.lengths && p.k_new && !both_rotated &&
+                            k_new.dtype() == q.dtype() && v_new.dtype() == q.dtype() &&
+                            !(e && std::strcmp(e, "launch") == 0);
+    if (in_combine) {
+      p.store[0] = encode_job(k_new, key_codec, *store_keys);
+      p.store[1] = encode_job(v_new, value_codec, *store_values);
+      for (KVEncodeJob& j : p.store) {
+        j.positions = p.lengths;
+        j.capacity = store_keys->size(0);
+        j.ring = ring;
+      }
+      p.store_B = k_new.size(0), p.store_H = k_new.size(1);
+    } else {
+      cuda::kv_encode_positions(k_new_in, key_codec, *store_keys, v_new_in, value_codec, *store_values, lengths, ring);
+    }
+  }
   TERN_CHECK(p.L == 1 || (mma && p.k_new && p.L <= kKVMmaWindowMax && !p.lengths && D <= 128),
              "[kv_window_attention] expected a window of at most {} positions with its keys, bf16 queries, head dims "
              "of at most 128 and codecs the tensor-core read takes, got {} positions of head dim {}",

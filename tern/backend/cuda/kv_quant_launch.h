@@ -43,6 +43,10 @@ struct KVAttnLaunch {
   int64_t chunk = 1;  // keys per split: split i reads keys [i * chunk, (i + 1) * chunk) of S (+ 1 new)
   float scale = 1.0f, softcap = 0.0f;
   KVCodecArgs kc, vc;
+  // A compiled step's store done by the tensor-core read's combine launch (kv_attention_combine_store_kernel):
+  // encode jobs of the new keys and values ([store_B, store_H] rows each); store_B == 0: none.
+  KVEncodeJob store[2];
+  int64_t store_B = 0, store_H = 0;
 };
 // The kernels' arguments for p with `n_splits` key splits writing partials to workspace; n_head_chunks
 // is the number of blocks one kv head's query heads take.

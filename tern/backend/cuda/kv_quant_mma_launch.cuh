@@ -78,6 +78,12 @@ void run_kv_mma_codecs(const KVAttnLaunch& p, const TurboTables& t, int n_splits
                 kv_copy_width(p.k_rows, p.kc.row_bytes), kv_copy_width(p.v_rows, p.vc.row_bytes), log2_of(p.kc.group),
                 log2_of(p.vc.group));
   const int64_t rows = p.B * p.Hq * p.L;
+  if (p.store_B > 0) {  // the step's store in the combine launch: 2 B Hkv more blocks
+    launch_kernel(kernels::kv_attention_combine_store_kernel<T>,
+                  static_cast<unsigned>(rows + 2 * p.store_B * p.store_H), 128, 0, s, workspace, n_splits, rows, HD,
+                  p.vc.kind == 2, t, static_cast<T*>(p.out), p.store[0], p.store[1], p.store_B, p.store_H);
+    return;
+  }
   launch_kernel(kernels::kv_attention_combine_kernel<T>, static_cast<unsigned>(rows), 128, 0, s, workspace, n_splits,
                 rows, HD, p.vc.kind == 2, t, static_cast<T*>(p.out));
 }

@@ -15,7 +15,7 @@ bool kv_window_tiled(const Tensor&, const Tensor&, const ops::KVRowCodec&, const
   return false;
 }
 void kv_decode_attention(const Tensor&, const Tensor&, const ops::KVRowCodec&, const Tensor&, const ops::KVRowCodec&,
-                         const Tensor&, const Tensor&, float, float, const Tensor&, int64_t, Tensor&) {
+                         const Tensor&, const Tensor&, float, float, const Tensor&, int64_t, Tensor&, Tensor*, Tensor*) {
   TERN_THROW("[kv_decode_attention] needs a CUDA build");
 }
 

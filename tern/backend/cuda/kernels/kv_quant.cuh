@@ -200,19 +200,23 @@ __device__ inline void encode_turbo_value_group_warp(const float* r, int bits, c
   if (lane == 0) store_f16(scale_out, s);
 }
 
-// One block per packed row r = (l * B + b) * H + h of job blockIdx.y (0: j0, 1: j1; keys and values in
-// one launch), holding x[b, h, l, :] (with positions: stored at row (p * B + b) * H + h, p = positions[b],
-// or positions[b] % ring for a ring). t:
-// the tables of the job whose codec is a TurboQuant value's (at most one of the two).
+// Shared memory of kv_encode_block: a row of at most 1024 floats and the codebook's bucket bounds.
+struct KVEncodeSmem {
+  float row[1024];
+  float bounds[255];
+};
+
+// Packed row r = (l * B + b) * H + h of job j, holding x[b, h, l, :] (with positions: stored at row
+// (p * B + b) * H + h, p = positions[b], or positions[b] % ring for a ring), by the whole block. t: the
+// tables of the job's codec when it is a TurboQuant value's.
 template <typename T>
-__global__ void kv_encode_kernel(KVEncodeJob j0, KVEncodeJob j1, int64_t B, int64_t H, TurboTables t) {
-  grid_dependency_wait();
-  __shared__ float row[1024];
-  __shared__ float bounds[255];
-  const KVEncodeJob& j = blockIdx.y == 0 ? j0 : j1;
+__device__ __forceinline__ void kv_encode_block(const KVEncodeJob& j, int64_t r, int64_t B, int64_t H,
+                                                const TurboTables& t, KVEncodeSmem& sm) {
+  float* row = sm.row;
+  float* bounds = sm.bounds;
   const KVCodecArgs c = j.c;
   uint8_t* rows = j.rows;
-  const int64_t r = blockIdx.x, h = r % H, b = (r / H) % B, l = r / (H * B);
+  const int64_t h = r % H, b = (r / H) % B, l = r / (H * B);
   int64_t dst = r;
   if (j.positions) {  // the whole block returns alike, before any barrier
     int64_t p = j.positions[b];
@@ -247,6 +251,16 @@ __global__ void kv_encode_kernel(KVEncodeJob j0, KVEncodeJob j1, int64_t B, int6
       encode_turbo_value_group_warp(row + g * 32, c.bits, bounds, t.n_bounds, lane, codes, first + 2 * g);
     }
   }
+}
+
+// One block per packed row r = (l * B + b) * H + h of job blockIdx.y (0: j0, 1: j1; keys and values in
+// one launch): kv_encode_block. t: the tables of the job whose codec is a TurboQuant value's (at most one
+// of the two).
+template <typename T>
+__global__ void kv_encode_kernel(KVEncodeJob j0, KVEncodeJob j1, int64_t B, int64_t H, TurboTables t) {
+  grid_dependency_wait();
+  __shared__ KVEncodeSmem sm;
+  kv_encode_block<T>(blockIdx.y == 0 ? j0 : j1, blockIdx.x, B, H, t, sm);
 }
 
 // Element i of a packed row, dequantised (turbo values: in the rotated domain). book: the codebook.

@@ -163,17 +163,22 @@ __global__ void __launch_bounds__(kKVAttnWarps * 32) kv_decode_attention_kernel(
   }
 }
 
-// One block per output row r = b * Hq + h: merges the splits' partials, normalises, rotates turbo
+// Shared memory of kv_combine_row.
+struct KVCombineSmem {
+  float o[512];
+  float wgt[kKVMaxSplits], sums[kKVMaxSplits];
+};
+
+// Output row r = b * Hq + h, by the whole block: merges the splits' partials, normalises, rotates turbo
 // values back (rotate_back) and writes out [B * Hq, D] contiguous. Each split's max and weight are read
-// and computed once for the block (n_splits <= kKVMaxSplits, kv_quant_args.h), then every thread sums its element's
-// splits in split order with their loads in flight together.
+// and computed once for the block (n_splits <= kKVMaxSplits, kv_quant_args.h), then every thread sums its
+// element's splits in split order with their loads in flight together.
 template <typename T>
-__global__ void kv_attention_combine_kernel(const float* partial, int n_splits, int64_t rows, int D, bool rotate_back,
-                                            TurboTables t, T* out) {
-  grid_dependency_wait();
-  __shared__ float o[512];
-  __shared__ float wgt[kKVMaxSplits], sums[kKVMaxSplits];
-  const int64_t r = blockIdx.x;
+__device__ __forceinline__ void kv_combine_row(const float* partial, int n_splits, int64_t rows, int64_t r, int D,
+                                               bool rotate_back, const TurboTables& t, T* out, KVCombineSmem& sm) {
+  float* o = sm.o;
+  float* wgt = sm.wgt;
+  float* sums = sm.sums;
   float mx = -CUDART_INF_F;
   for (int s = threadIdx.x; s < n_splits; s += blockDim.x) {
     const float* pp = partial + (s * rows + r) * (D + 2);
@@ -196,6 +201,38 @@ __global__ void kv_attention_combine_kernel(const float* partial, int n_splits, 
   __syncthreads();
   if (rotate_back) block_rotate(o, D, t, true);
   for (int d = threadIdx.x; d < D; d += blockDim.x) out[r * D + d] = from_f32<T>(o[d]);
+}
+
+// One block per output row: kv_combine_row.
+template <typename T>
+__global__ void kv_attention_combine_kernel(const float* partial, int n_splits, int64_t rows, int D, bool rotate_back,
+                                            TurboTables t, T* out) {
+  grid_dependency_wait();
+  __shared__ KVCombineSmem sm;
+  kv_combine_row<T>(partial, n_splits, rows, blockIdx.x, D, rotate_back, t, out, sm);
+}
+
+// The combine of a compiled decode step that also stores the step's new keys and values: blocks
+// [0, rows) combine output rows as kv_attention_combine_kernel does; the 2 eB eH blocks after them encode
+// packed row i of job i / (eB eH) (0: keys, 1: values) as kv_encode_kernel does, beside the combine
+// instead of in a launch of their own before the read (the read takes the new rows unquantised). T: the
+// output's and the new rows' dtype.
+template <typename T>
+__global__ void kv_attention_combine_store_kernel(const float* partial, int n_splits, int64_t rows, int D,
+                                                  bool rotate_back, TurboTables t, T* out, KVEncodeJob e0,
+                                                  KVEncodeJob e1, int64_t eB, int64_t eH) {
+  grid_dependency_wait();
+  __shared__ union {
+    KVCombineSmem combine;
+    KVEncodeSmem encode;
+  } sm;
+  const int64_t r = blockIdx.x;
+  if (r < rows) {
+    kv_combine_row<T>(partial, n_splits, rows, r, D, rotate_back, t, out, sm.combine);
+    return;
+  }
+  const int64_t i = r - rows, per_job = eB * eH;
+  kv_encode_block<T>(i < per_job ? e0 : e1, i % per_job, eB, eH, t, sm.encode);
 }
 
 }  // namespace tern::cuda::kernels
