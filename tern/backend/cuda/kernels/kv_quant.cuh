@@ -70,6 +70,52 @@ __device__ __forceinline__ void block_rotate(float* x, int dim, const TurboTable
   __syncthreads();
 }
 
+// block_rotate of one row of dim == blockDim.x in {64, 128} held a thread an element: x is element
+// threadIdx.x, the result the same element of the rotated row, with the same correctly rounded f32 ops
+// in the same order. The butterflies within 32 elements run on warp shuffles; the last log2(dim / 32)
+// stages after one barrier, each thread reading the dim / 32 elements its result depends on from
+// `scratch` (dim floats of shared memory that no thread reads after this call without a barrier).
+template <int W>
+__device__ __forceinline__ float rotate_element_stages(float x, float* scratch) {
+  const int e = threadIdx.x, lane = e & 31;
+  scratch[e] = x;
+  __syncthreads();
+  float y[W];
+#pragma unroll
+  for (int m = 0; m < W; ++m) y[m] = scratch[lane + 32 * m];
+#pragma unroll
+  for (int h = 1; h < W; h *= 2) {
+#pragma unroll
+    for (int m = 0; m < W; ++m) {
+      if (m & h) continue;
+      const float a = y[m], b = y[m + h];
+      y[m] = __fadd_rn(a, b);
+      y[m + h] = __fsub_rn(a, b);
+    }
+  }
+  float r = y[0];  // y[e >> 5], selected without indexing the array at run time (no local memory)
+#pragma unroll
+  for (int m = 1; m < W; ++m) r = (e >> 5) == m ? y[m] : r;
+  return r;
+}
+__device__ __forceinline__ float rotate_element(float x, int dim, const TurboTables& t, bool inverse, float* scratch) {
+  const int e = threadIdx.x, lane = e & 31;
+  const bool flip = (t.signs[e >> 5] >> (e & 31)) & 1u;
+  if (!inverse && flip) x = -x;
+#pragma unroll
+  for (int h = 1; h < 32; h *= 2) {
+    const float p = __shfl_xor_sync(0xffffffffu, x, h);
+    x = (lane & h) ? __fsub_rn(p, x) : __fadd_rn(x, p);
+  }
+  x = dim == 128 ? rotate_element_stages<4>(x, scratch) : rotate_element_stages<2>(x, scratch);
+  x = __fmul_rn(x, t.norm);
+  return inverse && flip ? -x : x;
+}
+// Whether rotate_element takes rows of `dim` in blocks of `threads`.
+__host__ __device__ constexpr bool rotate_element_fits(int dim, int threads) {
+  return dim == threads && (dim == 64 || dim == 128);
+}
+
 // One group of an affine row, exactly as AffineRowCodec::encode.
 __device__ inline void encode_affine_group(const float* x, int n, int bits, uint8_t* codes, uint8_t* scale_out,
                                     uint8_t* bias_out) {
@@ -225,12 +271,17 @@ __device__ __forceinline__ void kv_encode_block(const KVEncodeJob& j, int64_t r,
     dst = (p * B + b) * H + h;
   }
   const T* xp = static_cast<const T*>(j.x) + b * j.xs[0] + h * j.xs[1] + l * j.xs[2];
-  for (int i = threadIdx.x; i < c.dim; i += blockDim.x) row[i] = to_f32(xp[i]);
   if (c.kind == 2) {
     for (int i = threadIdx.x; i < t.n_bounds; i += blockDim.x) bounds[i] = t.bounds[i];
   }
-  __syncthreads();
-  if (c.kind == 2) block_rotate(row, c.dim, t, false);
+  if (c.kind == 2 && rotate_element_fits(c.dim, blockDim.x)) {  // rotated in registers, its barrier publishing bounds
+    row[threadIdx.x] = rotate_element(to_f32(xp[threadIdx.x]), c.dim, t, false, row + 512);
+    __syncthreads();
+  } else {
+    for (int i = threadIdx.x; i < c.dim; i += blockDim.x) row[i] = to_f32(xp[i]);
+    __syncthreads();
+    if (c.kind == 2) block_rotate(row, c.dim, t, false);
+  }
   uint8_t* out = rows + dst * c.row_bytes;
   const int groups = c.dim / c.group;
   uint8_t* first = out + c.codes_bytes;  // f16 scales [groups], then the second f16 [groups]

@@ -169,13 +169,61 @@ struct KVCombineSmem {
   float wgt[kKVMaxSplits], sums[kKVMaxSplits];
 };
 
+// kv_combine_row for a block of a thread an element (rotate_element_fits(D, blockDim.x)) and at most
+// 32 N splits: every load (each split's max and sum, by every warp, and the thread's element of each
+// split) is issued at once, the max, weights and sum are warp reductions, and turbo values rotate
+// back in registers: no barrier but rotate_element's.
+template <typename T, int N>
+__device__ __forceinline__ void kv_combine_row_regs(const float* partial, int n_splits, int64_t rows, int64_t r,
+                                                    int D, bool rotate_back, const TurboTables& t, T* out,
+                                                    KVCombineSmem& sm) {
+  const int d = threadIdx.x, lane = d & 31;
+  const int64_t stride = rows * (D + 2);
+  const float* base = partial + r * (D + 2);
+  float v[32 * N], m[N], l[N];
+#pragma unroll
+  for (int s = 0; s < 32 * N; ++s) v[s] = s < n_splits ? base[s * stride + d] : 0.0f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const int s = lane + 32 * i;
+    m[i] = s < n_splits ? base[s * stride + D] : -CUDART_INF_F;
+    l[i] = s < n_splits ? base[s * stride + D + 1] : 0.0f;
+  }
+  float mx = m[0];
+#pragma unroll
+  for (int i = 1; i < N; ++i) mx = fmaxf(mx, m[i]);
+  mx = warp_max(mx);
+  float sum = 0.0f;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    m[i] = m[i] == -CUDART_INF_F ? 0.0f : expf(m[i] - mx);  // the split's weight
+    sum += l[i] * m[i];
+  }
+  sum = warp_sum(sum);
+  float acc = 0.0f;
+#pragma unroll
+  for (int s = 0; s < 32 * N; ++s) acc += v[s] * __shfl_sync(0xffffffffu, m[s / 32], s % 32);
+  float o = sum > 0.0f ? acc / sum : 0.0f;
+  if (rotate_back) o = rotate_element(o, D, t, true, sm.o);
+  out[r * D + d] = from_f32<T>(o);
+}
+
 // Output row r = b * Hq + h, by the whole block: merges the splits' partials, normalises, rotates turbo
 // values back (rotate_back) and writes out [B * Hq, D] contiguous. Each split's max and weight are read
 // and computed once for the block (n_splits <= kKVMaxSplits, kv_quant_args.h), then every thread sums its
-// element's splits in split order with their loads in flight together.
+// element's splits in split order with their loads in flight together. A block of a thread an element
+// over at most 64 splits takes kv_combine_row_regs instead (no barrier but the rotation's).
 template <typename T>
 __device__ __forceinline__ void kv_combine_row(const float* partial, int n_splits, int64_t rows, int64_t r, int D,
                                                bool rotate_back, const TurboTables& t, T* out, KVCombineSmem& sm) {
+  if (rotate_element_fits(D, blockDim.x) && n_splits <= 64) {  // uniform across the block
+    if (n_splits <= 32) {
+      kv_combine_row_regs<T, 1>(partial, n_splits, rows, r, D, rotate_back, t, out, sm);
+    } else {
+      kv_combine_row_regs<T, 2>(partial, n_splits, rows, r, D, rotate_back, t, out, sm);
+    }
+    return;
+  }
   float* o = sm.o;
   float* wgt = sm.wgt;
   float* sums = sm.sums;
