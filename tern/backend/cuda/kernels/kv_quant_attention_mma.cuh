@@ -57,34 +57,46 @@ constexpr size_t kv_mma_smem_bytes(int k_stage, int v_stage, int new_rows = 1) {
          (VC::kTableWords + kv_key_table_words<KC, VC>() + 2 * HD * new_rows) * sizeof(float);
 }
 
+// A lane's walk over the GRAN-byte pieces of a staged tile's rows of per_row pieces: piece i 32 + lane
+// (row-major) on trip i, so that consecutive lanes copy consecutive pieces of a row and each cp.async
+// of the warp reads whole sectors. r0, c0: the lane's first piece; dr, dc: what 32 pieces add.
+struct StageWalk {
+  int r0, c0, dr, dc, per_row;
+};
+__device__ __forceinline__ StageWalk stage_walk(int per_row, int lane) {
+  return {lane / per_row, lane % per_row, 32 / per_row, 32 % per_row, per_row};
+}
+
 // One warp copies the first n rows of a 16-row tile (row r at src + r * src_step bytes) into dst (rows
-// of `stage` bytes), GRAN bytes per cp.async: lanes 2 r and 2 r + 1 copy the first and second half of
-// row r's per_row pieces. Every lane runs the same trip count (the first half's; the second half's lane
-// skips its last piece when per_row is odd), so the loop has no divergent exit.
+// of `stage` bytes), GRAN bytes per cp.async, walking the pieces as w says. Every lane runs the same
+// trip count, so the loop has no divergent exit. The lanes that read a piece are not the ones that
+// copied it: the warp waits for its copies and then __syncwarp()s before reading.
 template <int GRAN>
 __device__ __forceinline__ void warp_stage_rows(uint8_t* dst, const uint8_t* src, int64_t src_step, int stage, int n,
-                                                int per_row, int lane) {
-  const int r = lane >> 1, half = (per_row + 1) >> 1, c0 = (lane & 1) * half;
-  const int count = r < n ? per_row - c0 : 0;  // pieces of this lane's part, or none past the n rows
-  uint32_t d = smem_addr(dst + r * stage + c0 * GRAN);
-  const uint8_t* g = src + r * src_step + c0 * GRAN;
+                                                const StageWalk& w) {
+  const int trips = (kKVWarpKeys * w.per_row + 31) / 32;
+  int r = w.r0, c = w.c0;
 #pragma unroll 4
-  for (int i = 0; i < half; ++i, d += GRAN, g += GRAN) {
-    if (i >= count) continue;
-    if constexpr (GRAN == 16) {
-      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(g));
-    } else {
-      asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(d), "l"(g), "n"(GRAN));
+  for (int i = 0; i < trips; ++i) {
+    if (r < n) {
+      const uint32_t d = smem_addr(dst + r * stage + c * GRAN);
+      const uint8_t* g = src + r * src_step + c * GRAN;
+      if constexpr (GRAN == 16) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(g));
+      } else {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(d), "l"(g), "n"(GRAN));
+      }
     }
+    r += w.dr, c += w.dc;
+    if (c >= w.per_row) c -= w.per_row, ++r;
   }
 }
 
 __device__ __forceinline__ void warp_stage_any(int gran, uint8_t* dst, const uint8_t* src, int64_t src_step, int stage,
-                                               int n, int row_bytes, int lane) {
-  static_assert(kKVWarpKeys == 16, "two lanes per staged row");
-  if (gran == 16) warp_stage_rows<16>(dst, src, src_step, stage, n, row_bytes / 16, lane);
-  else if (gran == 8) warp_stage_rows<8>(dst, src, src_step, stage, n, row_bytes / 8, lane);
-  else warp_stage_rows<4>(dst, src, src_step, stage, n, row_bytes / 4, lane);
+                                               int n, const StageWalk& w) {
+  if (gran == 16) warp_stage_rows<16>(dst, src, src_step, stage, n, w);
+  else if (gran == 8) warp_stage_rows<8>(dst, src, src_step, stage, n, w);
+  else warp_stage_rows<4>(dst, src, src_step, stage, n, w);
 }
 
 // x with its half `hi` (0 low, 1 high) replaced by the f16 of `value`.
@@ -144,11 +156,12 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
   const uint8_t* k_base = a.k_rows + slot * a.kc.row_bytes;
   const uint8_t* v_base = a.v_rows + slot * a.vc.row_bytes;
 
+  const StageWalk k_walk = stage_walk(a.kc.row_bytes / k_gran, lane), v_walk = stage_walk(a.vc.row_bytes / v_gran, lane);
   auto stage = [&](int n0, int buf) {
     uint8_t* dst = raw + buf * stage_bytes;
     const int n = hi - n0 < BN ? hi - n0 : BN;  // rows past hi are never decoded
-    warp_stage_any(k_gran, dst, k_base + n0 * k_step, k_step, k_stage, n, a.kc.row_bytes, lane);
-    warp_stage_any(v_gran, dst + BN * k_stage, v_base + n0 * v_step, v_step, v_stage, n, a.vc.row_bytes, lane);
+    warp_stage_any(k_gran, dst, k_base + n0 * k_step, k_step, k_stage, n, k_walk);
+    warp_stage_any(v_gran, dst + BN * k_stage, v_base + n0 * v_step, v_step, v_stage, n, v_walk);
   };
   // Query fragments in KC's dim order: lane l holds rows l / 4 and l / 4 + 8 (zero past rows); q_at(r, d)
   // is element d of query row r.
