@@ -160,9 +160,7 @@ std::unique_ptr<AttentionRead> QuantizedKVCache::append_step(const Tensor& k, co
 KVCache::RopedRead QuantizedKVCache::append_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v,
                                                       const QKNormRope& n, AppendPhase phase) {
   if (!step_) return KVCache::append_norm_rope(q, k, v, n, phase);
-  TERN_CHECK(n.rope, "[kv-cache] expected a rope table for append_norm_rope");
-  TERN_CHECK(phase == AppendPhase::decode && q.size(2) == 1,
-             "[kv-cache] expected decode appends while a compiled step is attached, got {} positions", q.size(2));
+  check_step_norm_rope(q, n, phase);
   ops::NormRoped qk = ops::norm_rope(q, k, n.wq, n.wk, n.eps, next_positions(1).to(q.device()), *n.rope);
   check_append(qk.k, v);
   const DeviceStep& st = *step_;
