@@ -116,6 +116,8 @@ struct QKNormRope {
 class KVCache : public Cache {
  public:
   // k [B, Hkv, L, D], v [B, Hkv, L, Dv] for the next L positions. Stores them and returns the read.
+  // Under a compiled step a storage may leave the store to the read's first attend (the quantized
+  // storage does, to encode in the read's own launches): attend the read.
   virtual std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) = 0;
   // append() for queries and keys still to be normed and rotated at next_positions(L): q [B, Hq, L, D]
   // and k (any strides, last dim contiguous). Returns the queries the read takes and the read. The

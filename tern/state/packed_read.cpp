@@ -15,39 +15,32 @@ class PackedRead : public AttentionRead {
   Tensor k_, v_;
 };
 
+// The fused decode read; with store storages (packed_store_read) its first attend also encodes k / v
+// into them (ops::kv_decode_attention_store) and later ones only read (a Gemma donor's read is attended
+// again by the layers that share its K/V: the slot they would write holds those bytes already).
 class DecodeRead : public PackedRead {
  public:
   DecodeRead(Tensor k_rows, Tensor v_rows, ops::KVRowCodec kc, ops::KVRowCodec vc, Tensor k, Tensor v, Tensor lengths,
-             int64_t ring)
+             int64_t ring, Tensor keys = Tensor(), Tensor values = Tensor())
       : PackedRead(std::move(k_rows), std::move(v_rows), kc, vc, std::move(k), std::move(v)),
         lengths_(std::move(lengths)),
-        ring_(ring) {}
+        ring_(ring),
+        keys_(std::move(keys)),
+        values_(std::move(values)) {}
   Tensor attend(const Tensor& q, float scale, float softcap) const override {
+    if (keys_.defined() && !stored_) {
+      stored_ = true;
+      return ops::kv_decode_attention_store(q, k_rows_, kc_, v_rows_, vc_, k_, v_, scale, softcap, lengths_, keys_,
+                                            values_);
+    }
     return ops::kv_decode_attention(q, k_rows_, kc_, v_rows_, vc_, k_, v_, scale, softcap, lengths_, ring_);
   }
 
  private:
   Tensor lengths_;
   int64_t ring_ = 0;
-};
-
-// DecodeRead's read with the step's store (packed_store_read).
-class StoreDecodeRead : public PackedRead {
- public:
-  StoreDecodeRead(Tensor k_rows, Tensor v_rows, ops::KVRowCodec kc, ops::KVRowCodec vc, Tensor k, Tensor v,
-                  Tensor lengths, Tensor keys, Tensor values)
-      : PackedRead(std::move(k_rows), std::move(v_rows), kc, vc, std::move(k), std::move(v)),
-        lengths_(std::move(lengths)),
-        keys_(std::move(keys)),
-        values_(std::move(values)) {}
-  Tensor attend(const Tensor& q, float scale, float softcap) const override {
-    return ops::kv_decode_attention_store(q, k_rows_, kc_, v_rows_, vc_, k_, v_, scale, softcap, lengths_, keys_,
-                                          values_);
-  }
-
- private:
-  Tensor lengths_;
-  mutable Tensor keys_, values_;  // written by attend (the storage's handles)
+  mutable Tensor keys_, values_;  // the storages the first attend writes (the cache's handles), or none
+  mutable bool stored_ = false;
 };
 
 class WindowRead : public PackedRead {
@@ -78,8 +71,8 @@ std::unique_ptr<AttentionRead> packed_decode_read(Tensor k_rows, Tensor v_rows, 
 std::unique_ptr<AttentionRead> packed_store_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& kc,
                                                  const ops::KVRowCodec& vc, Tensor k, Tensor v, Tensor lengths,
                                                  Tensor keys, Tensor values) {
-  return std::make_unique<StoreDecodeRead>(std::move(k_rows), std::move(v_rows), kc, vc, std::move(k), std::move(v),
-                                           std::move(lengths), std::move(keys), std::move(values));
+  return std::make_unique<DecodeRead>(std::move(k_rows), std::move(v_rows), kc, vc, std::move(k), std::move(v),
+                                      std::move(lengths), 0, std::move(keys), std::move(values));
 }
 
 std::unique_ptr<AttentionRead> packed_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& kc,

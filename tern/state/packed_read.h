@@ -19,10 +19,10 @@ std::unique_ptr<AttentionRead> packed_decode_read(Tensor k_rows, Tensor v_rows, 
                                                   const ops::KVRowCodec& value_codec, Tensor k, Tensor v,
                                                   Tensor lengths = Tensor(), int64_t ring = 0);
 
-// packed_decode_read of a compiled step (lengths: step.positions) that also stores the step: its attend
-// encodes k / v into slot lengths[b] of the storages keys / values ([N, B, Hkv, row bytes], whose first
-// S slots k_rows / v_rows view) with the read (ops::kv_decode_attention_store). Call its attend once
-// (KVCache::append_norm_rope's reads that write).
+// packed_decode_read of a compiled step (lengths: step.positions) that also stores the step: its first
+// attend encodes k / v into slot lengths[b] of the storages keys / values ([N, B, Hkv, row bytes], whose
+// first S slots k_rows / v_rows view) with the read (ops::kv_decode_attention_store); later attends only
+// read. The store happens only once the read is attended.
 std::unique_ptr<AttentionRead> packed_store_read(Tensor k_rows, Tensor v_rows, const ops::KVRowCodec& key_codec,
                                                  const ops::KVRowCodec& value_codec, Tensor k, Tensor v, Tensor lengths,
                                                  Tensor keys, Tensor values);

@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "tern/ops/norm_rope.h"
 #include "tern/state/cache_file.h"
 #include "tern/state/packed_read.h"
 
@@ -150,23 +149,11 @@ void QuantizedKVCache::advance(int64_t n) {
 
 std::unique_ptr<AttentionRead> QuantizedKVCache::append_step(const Tensor& k, const Tensor& v) {
   const DeviceStep& st = *step_;
-  const ops::KVRowCodec kc = key_codec(), vc = value_codec();
-  // Row b of the step's keys and values encoded straight into position positions[b] (one launch on CUDA).
-  ops::kv_encode_positions(k, kc, keys_, v, vc, values_, st.positions);
-  // The stored positions row b reads are those before its own: positions[b] of them.
-  return packed_decode_read(rows(true, st.span), rows(false, st.span), kc, vc, k, v, st.positions);
-}
-
-KVCache::RopedRead QuantizedKVCache::append_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v,
-                                                      const QKNormRope& n, AppendPhase phase) {
-  if (!step_) return KVCache::append_norm_rope(q, k, v, n, phase);
-  check_step_norm_rope(q, n, phase);
-  ops::NormRoped qk = ops::norm_rope(q, k, n.wq, n.wk, n.eps, next_positions(1).to(q.device()), *n.rope);
-  check_append(qk.k, v);
-  const DeviceStep& st = *step_;
-  // The stored positions row b reads are those before its own: positions[b] of them.
-  return {qk.q, packed_store_read(rows(true, st.span), rows(false, st.span), key_codec(), value_codec(), qk.k, v,
-                                  st.positions, keys_, values_)};
+  // Row b of the step's keys and values is encoded straight into position positions[b] by the read's
+  // first attend (on CUDA in the read's combine launch); the stored positions row b reads are those
+  // before its own: positions[b] of them.
+  return packed_store_read(rows(true, st.span), rows(false, st.span), key_codec(), value_codec(), k, v, st.positions,
+                           keys_, values_);
 }
 
 void QuantizedKVCache::save(CacheWriter& out) const {

@@ -20,10 +20,6 @@ class QuantizedKVCache : public KVCache {
   int64_t trim(int64_t n) override;
   int64_t bytes() const override;
   std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) override;
-  // Under a compiled step: ops::norm_rope, then a read that stores the step's key and value itself
-  // (packed_store_read: call its attend once); otherwise KVCache's.
-  RopedRead append_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const QKNormRope& n,
-                             AppendPhase phase) override;
   // Saves the packed rows as they are (never dequantized); load() checks signature() and row sizes.
   void save(CacheWriter& out) const override;
   void load(CacheReader& in) override;

@@ -22,12 +22,6 @@ class TransitionBase : public KVCache {
   int64_t bytes() const override { return plain_storage().bytes() + quantized_storage().bytes(); }
   // Read by the held storage; outside a round the plain storage converts once it holds >= start.
   std::unique_ptr<AttentionRead> append(const Tensor& k, const Tensor& v, AppendPhase phase) override;
-  // Once converted, the quantized storage's (a compiled step's read may store the step itself).
-  RopedRead append_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const QKNormRope& n,
-                             AppendPhase phase) override {
-    if (converted_) return quantized_storage().append_norm_rope(q, k, v, n, phase);
-    return KVCache::append_norm_rope(q, k, v, n, phase);
-  }
   // Saves start, whether it converted and where, then the storage held now; load() checks start and
   // the quantized storage's signature.
   void save(CacheWriter& out) const override;

@@ -57,8 +57,12 @@ TEST_P(QuantizedKVCacheStep, DecodeThroughDeviceStepEqualsOrdinaryDecode) {
     Tensor q = random_tensor({B, Hq, 1, D}, rng), k = random_tensor({B, H, 1, D}, rng), v = random_tensor({B, H, 1, D}, rng);
     EXPECT_EQ(max_abs_diff(plain->rope_positions(q, rope), stepped->rope_positions(q, rope)), 0.0f);
     Tensor want = plain->append(k, v, AppendPhase::decode)->attend(q, 0.35f);
-    Tensor got = stepped->append(k, v, AppendPhase::decode)->attend(q, 0.35f);
+    // The step's store runs in the read's first attend; a second attend (a Gemma donor read shared by
+    // later layers) reads the same.
+    std::unique_ptr<AttentionRead> read = stepped->append(k, v, AppendPhase::decode);
+    Tensor got = read->attend(q, 0.35f);
     EXPECT_LT(max_abs_diff(want, got), 1e-4f) << stepped->signature() << " step " << s;
+    EXPECT_EQ(max_abs_diff(read->attend(q, 0.35f), got), 0.0f) << stepped->signature() << " step " << s;
     EXPECT_EQ(stepped->offset(), P + s) << "append under a step leaves offset() alone";
     stepped->advance(1);
     for (int64_t b = 0; b < B; ++b) {
@@ -131,16 +135,22 @@ TEST(QuantizedKVCacheStepErrors, ClearErrors) {
   EXPECT_THROW(c.trim(1), Error);
   EXPECT_THROW(c.advance(c.capacity()), Error);
   step.positions.data<int32_t>()[0] = static_cast<int32_t>(c.capacity());  // outside the storage
-  EXPECT_THROW(c.append(random_tensor({1, 1, 1, 32}, rng), random_tensor({1, 1, 1, 32}, rng), AppendPhase::decode), Error);
+  // The store runs in the read's first attend, which refuses the position by name.
+  try {
+    c.append(random_tensor({1, 1, 1, 32}, rng), random_tensor({1, 1, 1, 32}, rng), AppendPhase::decode)
+        ->attend(random_tensor({1, 2, 1, 32}, rng), 0.25f);
+    ADD_FAILURE() << "expected a throw for a position outside the storage";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("position"), std::string::npos) << e.what();
+  }
   c.attach_step(nullptr);
   EXPECT_EQ(c.trim(1), 1);
   EXPECT_EQ(c.offset(), 2);
 }
 
-// The bf16-first wrapper offers the step only once it has converted, and then behaves as its storage.
-// Under a step, append_norm_rope hands the step's store to the read (packed_store_read): the queries it
-// returns, the read and, once it has run, the storage equal ops::norm_rope followed by append() on a twin
-// cache, step after step; through a converted bf16-first cache too.
+// Under a step, append_norm_rope through a converted bf16-first cache (whose storage stores the step in
+// its read's first attend): the queries it returns, the read and, once it has run, the storage equal
+// ops::norm_rope followed by append() on a twin cache, step after step.
 TEST_P(QuantizedKVCacheStep, NormRopeAppendStoresThroughItsRead) {
   std::mt19937 rng(9 + GetParam());
   const int64_t B = 2, H = 2, Hq = 4, D = 64, P = 5, steps = 3;
@@ -188,6 +198,7 @@ TEST_P(QuantizedKVCacheStep, NormRopeAppendStoresThroughItsRead) {
             0.0f);
 }
 
+// The bf16-first wrapper offers the step only once it has converted, and then behaves as its storage.
 TEST(TransitionKVCacheStep, FollowsTheStepOnceConverted) {
   std::mt19937 rng(31);
   const int64_t B = 1, H = 2, Hq = 4, D = 64;
