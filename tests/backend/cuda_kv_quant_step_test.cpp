@@ -28,11 +28,6 @@ using ops::KVRowCodec;
 
 class CudaKVQuantStep : public CudaTest {};
 
-std::vector<uint8_t> host_bytes(const Tensor& t) {
-  const Tensor c = t.to(Device::cpu()).contiguous();
-  return std::vector<uint8_t>(c.data<uint8_t>(), c.data<uint8_t>() + c.numel());
-}
-
 // A compiled step's read with its store folded in (ops::kv_decode_attention_store): on the GPU the
 // tensor-core read's combine launch encodes the step's key and value beside its merge (TurboQuant k8 with
 // 2-4 and 8-bit values, affine); its output and storage are bit-identical to the encode launch first
@@ -75,16 +70,15 @@ TEST_F(CudaKVQuantStep, ReadWithTheStepsStoreEqualsEncodeThenRead) {
         Tensor kg = keys.to(kGpu), vg = values.to(kGpu);
         const Tensor got = ops::kv_decode_attention_store(q, kg.narrow(0, 0, S), kc, vg.narrow(0, 0, S), vc,
                                                           kn.to(kGpu), vn.to(kGpu), 0.088f, 0.0f, len.to(kGpu), kg, vg);
-        const Tensor h = got.to(Device::cpu());
-        out[in_combine].assign(static_cast<const uint8_t*>(h.data_ptr()),
-                               static_cast<const uint8_t*>(h.data_ptr()) + h.nbytes());
-        kb[in_combine] = host_bytes(kg);
-        vb[in_combine] = host_bytes(vg);
+        out[in_combine] = bytes_of(got);
+        kb[in_combine] = bytes_of(kg);
+        vb[in_combine] = bytes_of(vg);
       }
       EXPECT_EQ(out[1], out[0]) << "the output, stored by the combine against the encode launch";
-      EXPECT_EQ(kb[1], host_bytes(keys_cpu)) << "keys against the CPU";
-      EXPECT_EQ(vb[1], host_bytes(values_cpu)) << "values against the CPU";
-      EXPECT_EQ(kb[0], host_bytes(keys_cpu)) << "keys of the encode launch against the CPU";
+      EXPECT_EQ(kb[1], bytes_of(keys_cpu)) << "keys against the CPU";
+      EXPECT_EQ(vb[1], bytes_of(values_cpu)) << "values against the CPU";
+      EXPECT_EQ(kb[0], bytes_of(keys_cpu)) << "keys of the encode launch against the CPU";
+      EXPECT_EQ(vb[0], bytes_of(values_cpu)) << "values of the encode launch against the CPU";
     }
   }
 }

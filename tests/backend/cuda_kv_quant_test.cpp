@@ -28,12 +28,6 @@ using ops::KVRowCodec;
 
 class CudaKVQuant : public CudaTest {};
 
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  const Tensor h = t.device().is_cpu() ? t.contiguous() : t.to(Device::cpu());
-  const uint8_t* p = h.data<uint8_t>();
-  return std::vector<uint8_t>(p, p + h.numel());
-}
-
 // Every valid codec of rows of `dim` values (affine groups must divide dim).
 std::vector<KVRowCodec> all_codecs(int64_t dim) {
   std::vector<KVRowCodec> c;

@@ -90,4 +90,11 @@ inline double nmse(const Tensor& ref, const Tensor& got) {
   return den > 0 ? num / den : num;
 }
 
+// The bytes of a tensor on either device (copied to the host, contiguous): for bit-for-bit comparisons.
+inline std::vector<uint8_t> bytes_of(const Tensor& t) {
+  const Tensor h = t.to(Device::cpu()).contiguous();
+  const uint8_t* p = static_cast<const uint8_t*>(h.data_ptr());
+  return std::vector<uint8_t>(p, p + h.nbytes());
+}
+
 }  // namespace tern::cuda_test
