@@ -9,19 +9,11 @@ namespace tern::cuda {
 
 void launch_sdpa_rows(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s) {
   kernels::RowsArgs a{};
-  a.q = p.q;
-  a.k = p.k;
+  copy_sdpa_common(a, p);
   a.v = p.v;
   a.out = p.out;
   a.partial = workspace;
-  a.B = p.B, a.Hq = p.Hq, a.Hkv = p.Hkv, a.Lq = p.Lq, a.Lk = p.Lk, a.D = p.D, a.Dv = p.Dv;
-  for (int i = 0; i < 3; ++i) a.qs[i] = p.q_stride[i], a.ks[i] = p.k_stride[i], a.vs[i] = p.v_stride[i];
-  a.scale = p.scale;
-  a.softcap = p.softcap;
-  a.causal = p.causal;
-  a.q_offset = p.q_offset;
-  a.window = p.window;
-  a.kv_len = p.kv_len;
+  a.B = p.B, a.D = p.D, a.Dv = p.Dv;
   a.bias = p.bias;
   for (int i = 0; i < 4; ++i) a.bs[i] = p.bias_stride[i];
   a.n_splits = n_splits;

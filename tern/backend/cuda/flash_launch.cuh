@@ -23,17 +23,8 @@ void run_flash_typed(const SdpaParams& p, cudaStream_t s) {
   }();
   (void)configured;
   kernels::FlashArgs a{};
-  a.q = p.q;
-  a.k = p.k;
+  copy_sdpa_common(a, p);
   a.os = p.Dv;
-  a.Hq = p.Hq, a.Hkv = p.Hkv, a.Lq = p.Lq, a.Lk = p.Lk;
-  for (int i = 0; i < 3; ++i) a.qs[i] = p.q_stride[i], a.ks[i] = p.k_stride[i], a.vs[i] = p.v_stride[i];
-  a.scale = p.scale;
-  a.softcap = p.softcap;
-  a.causal = p.causal;
-  a.q_offset = p.q_offset;
-  a.window = p.window;
-  a.kv_len = p.kv_len;
   const int64_t blocks = (p.Lq + kM - 1) / kM;
   dim3 grid(static_cast<unsigned>(p.Hq), static_cast<unsigned>(blocks), static_cast<unsigned>(p.B));
   for (int64_t c = 0; c < p.Dv; c += HDV) {  // the value slices [c, c + HDV)
@@ -84,18 +75,9 @@ void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, unsig
   using K = DecodeKernel<T, HD, BN, STAGES, HDV>;
   (void)K::blocks_per_sm();  // sets the kernel's shared-memory limit on first use
   kernels::DecodeArgs a{};
-  a.q = p.q;
-  a.k = p.k;
+  copy_sdpa_common(a, p);
   a.os = p.Dv;
   a.partial = workspace;
-  a.Hq = p.Hq, a.Hkv = p.Hkv, a.Lq = p.Lq, a.Lk = p.Lk;
-  for (int i = 0; i < 3; ++i) a.qs[i] = p.q_stride[i], a.ks[i] = p.k_stride[i], a.vs[i] = p.v_stride[i];
-  a.scale = p.scale;
-  a.softcap = p.softcap;
-  a.causal = p.causal;
-  a.q_offset = p.q_offset;
-  a.window = p.window;
-  a.kv_len = p.kv_len;
   a.fresh_keys = p.fresh_keys;
   a.n_splits = n_splits;
   a.cluster = p.cluster_splits && HDV <= 128;  // the caller asks only for 2..kDecodeClusterMax splits

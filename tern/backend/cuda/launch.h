@@ -203,6 +203,18 @@ struct SdpaParams {
   bool prelude_by4 = false;
 };
 constexpr int kDecodeClusterSplits = 8;
+// The shape and mask fields every attention kernel's arguments share (kernels::RowsArgs, FlashArgs,
+// DecodeArgs), copied from p.
+template <typename A>
+void copy_sdpa_common(A& a, const SdpaParams& p) {
+  a.q = p.q, a.k = p.k;
+  a.Hq = p.Hq, a.Hkv = p.Hkv, a.Lq = p.Lq, a.Lk = p.Lk;
+  for (int i = 0; i < 3; ++i) a.qs[i] = p.q_stride[i], a.ks[i] = p.k_stride[i], a.vs[i] = p.v_stride[i];
+  a.scale = p.scale, a.softcap = p.softcap;
+  a.causal = p.causal;
+  a.q_offset = p.q_offset, a.window = p.window;
+  a.kv_len = p.kv_len;
+}
 // attention_rows.cu: any shape and dtype; one block per (query row, key split). workspace holds
 // n_splits * B * Hq * Lq * (Dv + 2) floats when n_splits > 1.
 void launch_sdpa_rows(Dtype dt, const SdpaParams& p, int n_splits, float* workspace, cudaStream_t s);
