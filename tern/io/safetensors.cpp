@@ -12,6 +12,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "tern/base/file.h"
 #include "tern/io/json_util.h"
 
 namespace tern::io {
@@ -172,17 +173,6 @@ SafetensorsHeader parse_impl(const uint8_t* data, size_t size, const std::string
 
 std::string errno_str() { return std::strerror(errno); }
 
-void write_all(int fd, const void* p, size_t n, const std::string& path) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t w = ::write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    TERN_CHECK(w > 0, "[safetensors] {}: expected to write {} bytes, got error: {}", path, n, errno_str());
-    c += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
 }  // namespace
 
 const char* safetensors_dtype_name(Dtype d) {
@@ -285,27 +275,13 @@ void save_safetensors(const std::string& path, const std::vector<std::pair<std::
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(text.size()) >> (8 * i));
 
-  std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  TERN_CHECK(fd >= 0, "[safetensors] {}: expected to create the file, got error: {}", tmp, errno_str());
-  try {
-    write_all(fd, len, 8, tmp);
-    write_all(fd, text.data(), text.size(), tmp);
+  write_file_atomic(path, "safetensors", [&](const WriteBytes& write) {
+    write(len, 8);
+    write(text.data(), text.size());
     for (const Tensor& h : host) {
-      if (h.nbytes() > 0) write_all(fd, h.data_ptr(), h.nbytes(), tmp);
+      if (h.nbytes() > 0) write(h.data_ptr(), h.nbytes());
     }
-    TERN_CHECK(::fsync(fd) == 0, "[safetensors] {}: expected fsync to succeed, got error: {}", tmp, errno_str());
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string err = errno_str();
-    ::unlink(tmp.c_str());
-    TERN_THROW("[safetensors] {}: expected to rename the finished file into place, got error: {}", path, err);
-  }
+  });
 }
 
 }  // namespace tern::io

@@ -2,16 +2,12 @@
 // and the atomic save / verified load of a whole cache list.
 #include "tern/state/cache_file.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <set>
 
 #include "tern/base/error.h"
+#include "tern/base/file.h"
 
 namespace tern {
 namespace {
@@ -80,16 +76,6 @@ class Decoder {
   const std::string& where_;
 };
 
-void write_all(int fd, const void* data, size_t n, const std::string& path) {
-  const uint8_t* p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    TERN_CHECK(w > 0, "[prompt-cache] {}: write failed ({})", path, std::strerror(errno));
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
 
 }  // namespace
 
@@ -378,32 +364,12 @@ void save_cache_file(const std::string& path, const CacheFileIdentity& identity,
   prefix.u64(fnv1a64(payload.data(), payload.size()));
   const std::vector<uint8_t> pad(align_up(kPrefix + h.out.size()) - kPrefix - h.out.size(), 0);
 
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  TERN_CHECK(fd >= 0, "[prompt-cache] {}: cannot create {} ({})", path, tmp, std::strerror(errno));
-  try {
-    write_all(fd, prefix.out.data(), prefix.out.size(), path);
-    write_all(fd, h.out.data(), h.out.size(), path);
-    write_all(fd, pad.data(), pad.size(), path);
-    write_all(fd, payload.data(), payload.size(), path);
-    TERN_CHECK(::fsync(fd) == 0, "[prompt-cache] {}: fsync failed ({})", path, std::strerror(errno));
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    TERN_THROW("[prompt-cache] {}: cannot rename the temporary file into place ({})", path, std::strerror(err));
-  }
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  write_file_atomic(path, "prompt-cache", [&](const WriteBytes& write) {
+    write(prefix.out.data(), prefix.out.size());
+    write(h.out.data(), h.out.size());
+    write(pad.data(), pad.size());
+    write(payload.data(), payload.size());
+  });
 }
 
 CacheFileContents load_cache_file(const std::string& path, const CacheFileIdentity& identity,
