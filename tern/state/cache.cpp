@@ -98,12 +98,6 @@ KVCache::RopedRead KVCache::append_norm_rope(const Tensor& q, const Tensor& k, c
   return {qk.q, append(qk.k, v, phase)};
 }
 
-void KVCache::check_step_norm_rope(const Tensor& q, const QKNormRope& n, AppendPhase phase) {
-  TERN_CHECK(n.rope, "[kv-cache] expected a rope table for append_norm_rope");
-  TERN_CHECK(phase == AppendPhase::decode && q.size(2) == 1,
-             "[kv-cache] expected decode appends while a compiled step is attached, got {} positions", q.size(2));
-}
-
 std::unique_ptr<AttentionRead> step_read(Tensor k, Tensor v, const DeviceStep& step, bool in_place) {
   return std::make_unique<StepRead>(k.slice(2, 0, step.span), v.slice(2, 0, step.span), step.lengths, in_place);
 }

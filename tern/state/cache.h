@@ -130,10 +130,6 @@ class KVCache : public Cache {
   };
   virtual RopedRead append_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, const QKNormRope& n,
                                      AppendPhase phase);
-
- protected:
-  // The checks of an append_norm_rope under a compiled step: a rope table and one decode position.
-  static void check_step_norm_rope(const Tensor& q, const QKNormRope& n, AppendPhase phase);
 };
 
 // The read of unquantized storage: attention of queries at positions q_offset.. over k [B, Hkv, S, D]

@@ -76,7 +76,6 @@ class Decoder {
   const std::string& where_;
 };
 
-
 }  // namespace
 
 uint64_t fnv1a64(const void* data, size_t n, uint64_t h) {

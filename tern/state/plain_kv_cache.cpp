@@ -87,7 +87,9 @@ std::unique_ptr<AttentionRead> PlainKVCache::append(const Tensor& k, const Tenso
 KVCache::RopedRead PlainKVCache::append_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v,
                                                   const QKNormRope& n, AppendPhase phase) {
   if (!step_) return KVCache::append_norm_rope(q, k, v, n, phase);
-  check_step_norm_rope(q, n, phase);
+  TERN_CHECK(n.rope, "[kv-cache] expected a rope table for append_norm_rope");
+  TERN_CHECK(phase == AppendPhase::decode && q.size(2) == 1,
+             "[kv-cache] expected decode appends while a compiled step is attached, got {} positions", q.size(2));
   return {q, step_read_norm_rope(keys_, values_, *step_, k, v, n)};
 }
 
