@@ -210,40 +210,27 @@ std::unique_ptr<AttentionRead> AffineRingKVCache::append(const Tensor& k, const 
 void AffineRingKVCache::spec_round_begin() {
   TERN_CHECK(!step_, "[kv-cache] expected no speculative round while a compiled decode step is attached");
   KVCache::spec_round_begin();
-  saved_keys_ = saved_values_ = Tensor();
-  saved_from_ = saved_to_ = std::max<int64_t>(0, offset_ - window_);
+  round_.begin(offset_, window_);
 }
 
 void AffineRingKVCache::spec_round_commit() {
   KVCache::spec_round_commit();
-  saved_keys_ = saved_values_ = Tensor();
+  round_.clear();
 }
 
 void AffineRingKVCache::save_overwritten(int64_t n) {
-  // As RingKVCache: appending n leaves [offset + n - window, offset + n) held, and positions from
-  // before the round go in time order, so the copies stay contiguous.
-  const int64_t to = std::min(spec_round_start(), offset_ + n - window_);
-  if (to <= saved_to_) return;
-  Tensor k = rows_at(keys_, saved_to_, to - saved_to_).clone(), v = rows_at(values_, saved_to_, to - saved_to_).clone();
-  saved_keys_ = saved_keys_.defined() ? ops::concat({saved_keys_, k}, 0) : k;
-  saved_values_ = saved_values_.defined() ? ops::concat({saved_values_, v}, 0) : v;
-  saved_to_ = to;
+  round_.save(spec_round_start(), offset_, n, window_, 0, [&](int64_t first, int64_t count) {
+    return std::pair{rows_at(keys_, first, count).clone(), rows_at(values_, first, count).clone()};
+  });
 }
 
 int64_t AffineRingKVCache::spec_round_rollback(int64_t keep) {
-  const int64_t drafted = check_spec_rollback(keep), target = spec_round_start() + keep;
-  TERN_CHECK(keep == drafted || drafted <= window_,
-             "[kv-cache] expected a speculative round of at most the ring's window ({}) to roll back, got {} drafted "
-             "positions (keep all of them or none of the round can be restored)",
-             window_, drafted);
-  // Back into their slots: the round's overwritten positions the ring holds again at `target`.
-  const int64_t from = std::max(saved_from_, target - window_), to = saved_to_;
-  if (to > from) {
-    put_rows(keys_, saved_keys_.slice(0, from - saved_from_, to - saved_from_), from);
-    put_rows(values_, saved_values_.slice(0, from - saved_from_, to - saved_from_), from);
-  }
-  offset_ = target;
-  saved_keys_ = saved_values_ = Tensor();
+  const int64_t drafted = check_spec_rollback(keep);
+  offset_ = round_.rollback(spec_round_start(), drafted, keep, window_, 0,
+                            [&](const Tensor& k, const Tensor& v, int64_t first) {
+                              put_rows(keys_, k, first);
+                              put_rows(values_, v, first);
+                            });
   end_spec_round();
   return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "tern/ops/kv_quant.h"
 #include "tern/state/cache.h"
+#include "tern/state/ring_round.h"
 
 namespace tern {
 
@@ -84,9 +85,7 @@ class AffineRingKVCache : public KVCache {
   int64_t batch_ = 0, heads_ = 0;  // 0 before the first store
   int64_t offset_ = 0;
   Tensor keys_, values_;  // u8 [slots, B, Hkv, row bytes], slots allocated up to the window
-  // The round's copies of overwritten positions [saved_from_, saved_to_): [position, B, Hkv, row bytes].
-  Tensor saved_keys_, saved_values_;
-  int64_t saved_from_ = 0, saved_to_ = 0;
+  RingRoundCopies round_;  // a speculative round's copies of overwritten positions ([n, B, Hkv, row bytes])
   const DeviceStep* step_ = nullptr;
 };
 

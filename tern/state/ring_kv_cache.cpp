@@ -125,47 +125,33 @@ void RingKVCache::advance(int64_t n) {
 void RingKVCache::spec_round_begin() {
   TERN_CHECK(!step_, "[kv-cache] expected no speculative round while a compiled decode step is attached");
   KVCache::spec_round_begin();
-  saved_keys_ = saved_values_ = Tensor();
-  saved_from_ = saved_to_ = std::max<int64_t>(0, offset_ - window_);
+  round_.begin(offset_, window_);
 }
 
 void RingKVCache::spec_round_commit() {
   KVCache::spec_round_commit();
-  saved_keys_ = saved_values_ = Tensor();
+  round_.clear();
 }
 
 void RingKVCache::save_overwritten(int64_t n) {
-  // Appending n positions leaves the ring holding [offset + n - window, offset + n): the positions from
-  // before the round below that are gone, and they go in time order, so the copies stay contiguous.
-  const int64_t start = spec_round_start(), to = std::min(start, offset_ + n - window_);
-  if (to <= saved_to_) return;
-  auto copy_out = [&](const Tensor& buf) {
-    Tensor view = temporal(buf, offset_ - saved_to_).slice(2, 0, to - saved_to_);
-    Tensor c = Tensor::empty(view.shape(), view.dtype(), view.device());
-    c.copy_from(view);  // the ring slots are about to be overwritten
-    return c;
-  };
-  Tensor k = copy_out(keys_), v = copy_out(values_);
-  saved_keys_ = saved_keys_.defined() ? ops::concat({saved_keys_, k}, 2) : k;
-  saved_values_ = saved_values_.defined() ? ops::concat({saved_values_, v}, 2) : v;
-  saved_to_ = to;
+  round_.save(spec_round_start(), offset_, n, window_, 2, [&](int64_t first, int64_t count) {
+    auto copy_out = [&](const Tensor& buf) {
+      Tensor view = temporal(buf, offset_ - first).slice(2, 0, count);
+      Tensor c = Tensor::empty(view.shape(), view.dtype(), view.device());
+      c.copy_from(view);  // the ring slots are about to be overwritten
+      return c;
+    };
+    return std::pair{copy_out(keys_), copy_out(values_)};
+  });
 }
 
 int64_t RingKVCache::spec_round_rollback(int64_t keep) {
-  const int64_t drafted = check_spec_rollback(keep), start = spec_round_start();
-  TERN_CHECK(keep == drafted || drafted <= window_,
-             "[kv-cache] expected a speculative round of at most the ring's window ({}) to roll back, got {} drafted "
-             "positions (keep all of them or none of the round can be restored)",
-             window_, drafted);
-  const int64_t target = start + keep;
-  // Back into their slots: the round's overwritten positions the ring holds again at `target`.
-  const int64_t from = std::max(saved_from_, target - window_), to = saved_to_;
-  if (to > from) {
-    write(keys_, saved_keys_.slice(2, from - saved_from_, to - saved_from_), from);
-    write(values_, saved_values_.slice(2, from - saved_from_, to - saved_from_), from);
-  }
-  offset_ = target;
-  saved_keys_ = saved_values_ = Tensor();
+  const int64_t drafted = check_spec_rollback(keep);
+  offset_ = round_.rollback(spec_round_start(), drafted, keep, window_, 2,
+                            [&](const Tensor& k, const Tensor& v, int64_t first) {
+                              write(keys_, k, first);
+                              write(values_, v, first);
+                            });
   end_spec_round();
   return 0;
 }

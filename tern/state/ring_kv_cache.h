@@ -3,6 +3,7 @@
 // exactly its last `window` keys.
 #pragma once
 #include "tern/state/cache.h"
+#include "tern/state/ring_round.h"
 
 namespace tern {
 
@@ -70,9 +71,7 @@ class RingKVCache : public KVCache {
   const DeviceStep* step_ = nullptr;
   Tensor keys_;    // [B, Hkv, capacity, D]; position p lives in slot p % window
   Tensor values_;  // [B, Hkv, capacity, Dv]
-  // The round's copies of overwritten positions [saved_from_, saved_to_), in time order.
-  Tensor saved_keys_, saved_values_;
-  int64_t saved_from_ = 0, saved_to_ = 0;
+  RingRoundCopies round_;  // a speculative round's copies of overwritten positions ([B, Hkv, n, D])
 };
 
 }  // namespace tern
