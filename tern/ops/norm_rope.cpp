@@ -23,16 +23,6 @@ bool fused_norm_rope(const Tensor& q, const Tensor& k, const Tensor& wq, const T
   return true;
 }
 
-// norm_rope_write's fused launch, its checks passed.
-Tensor launch_norm_rope_write(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk,
-                              float eps, const Tensor& positions, const RopeTable& table, Tensor& keys, Tensor& values,
-                              int64_t ring) {
-  Tensor oq = Tensor::empty(q.shape(), q.dtype(), q.device());
-  if (oq.numel() == 0) return oq;
-  cuda::norm_rope_write(q, k, v, wq, wk, eps, positions, table, oq, keys, values, ring);
-  return oq;
-}
-
 }  // namespace
 
 NormRoped norm_rope(const Tensor& q, const Tensor& k, const Tensor& wq, const Tensor& wk, float eps,
@@ -56,7 +46,10 @@ Tensor norm_rope_write(const Tensor& q, const Tensor& k, const Tensor& v, const 
     return r.q;
   }
   check_kv_writes(keys, k, values, v, positions, ring);
-  return launch_norm_rope_write(q, k, v, wq, wk, eps, positions, table, keys, values, ring);
+  Tensor oq = Tensor::empty(q.shape(), q.dtype(), q.device());
+  if (oq.numel() == 0) return oq;
+  cuda::norm_rope_write(q, k, v, wq, wk, eps, positions, table, oq, keys, values, ring);
+  return oq;
 }
 
 Tensor norm_rope_write_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk,
@@ -66,17 +59,7 @@ Tensor norm_rope_write_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, c
                  span <= keys.size(2) && span <= values.size(2),
              "[norm_rope_write_sdpa] expected a span within the keys and values, got {} of {} and {}", span,
              shape_str(keys.shape()), shape_str(values.shape()));
-  Tensor rq;
-  if (q.defined() && q.device().is_cuda() && v.defined() && q.rank() == 4 && q.size(2) == 1 &&
-      fused_norm_rope(q, k, wq, wk, eps, positions, table)) {  // the checks once, for either form
-    check_kv_writes(keys, k, values, v, positions, 0);
-    Tensor out = cuda::norm_rope_write_sdpa(q, k, v, wq, wk, eps, positions, table, keys, values, span, scale, mask,
-                                            softcap);
-    if (out.defined()) return out;
-    rq = launch_norm_rope_write(q, k, v, wq, wk, eps, positions, table, keys, values, 0);
-  } else {
-    rq = norm_rope_write(q, k, v, wq, wk, eps, positions, table, keys, values);
-  }
+  Tensor rq = norm_rope_write(q, k, v, wq, wk, eps, positions, table, keys, values);
   return sdpa(rq, keys.slice(2, 0, span), values.slice(2, 0, span), scale, mask, softcap);
 }
 

@@ -25,10 +25,8 @@ Tensor norm_rope_write(const Tensor& q, const Tensor& k, const Tensor& v, const 
                        const Tensor& positions, const RopeTable& table, Tensor& keys, Tensor& values, int64_t ring = 0);
 
 // norm_rope_write (no ring), then the compiled step's read of the rotated queries: sdpa(q', keys[:, :, :span],
-// values[:, :, :span], scale, mask, softcap). The same numbers as the two calls, which the CPU makes. On
-// CUDA, where flash-decoding takes the heads (D = Dv of 64 or 128, norm weights of q's dtype), the norm,
-// the rotation and the write run inside the read's launch when TERN_CUDA_ROPE_IN_READ=1 (off by default
-// until measured against the two launches); otherwise the two launches.
+// values[:, :, :span], scale, mask, softcap): the two calls. (A one-launch form inside flash-decoding was
+// measured 1.3-2.4 % slower on the 0.6B step and removed; bench/RESULTS.md, 2026-12-05 and 2026-12-06.)
 Tensor norm_rope_write_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk,
                             float eps, const Tensor& positions, const RopeTable& table, Tensor& keys, Tensor& values,
                             int64_t span, float scale, const AttentionMask& mask, float softcap);
@@ -41,9 +39,4 @@ void norm_rope(const Tensor& q, const Tensor& k, const Tensor& wq, const Tensor&
 void norm_rope_write(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk, float eps,
                      const Tensor& positions, const ops::RopeTable& table, Tensor& out_q, Tensor& keys, Tensor& values,
                      int64_t ring);
-// The one-launch form of ops::norm_rope_write_sdpa: its output [B, Hq, 1, Dv], or an undefined tensor
-// (nothing allocated or launched) where it does not apply.
-Tensor norm_rope_write_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk,
-                            float eps, const Tensor& positions, const ops::RopeTable& table, Tensor& keys,
-                            Tensor& values, int64_t span, float scale, const ops::AttentionMask& mask, float softcap);
 }  // namespace tern::cuda

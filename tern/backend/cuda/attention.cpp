@@ -12,7 +12,6 @@
 #include "tern/backend/cuda/launch.h"
 #include "tern/backend/cuda/layout.h"
 #include "tern/backend/cuda/runtime/context.h"
-#include "tern/backend/cuda/sdpa.h"
 #include "tern/ops/elementwise.h"
 
 namespace tern::cuda {
@@ -59,12 +58,8 @@ bool sdpa_takes_wide_heads(const Tensor& q, const Tensor& k, const Tensor& v, co
   return wide_ok(q.dtype(), params(last_dim_contiguous(q), last_dim_contiguous(k), last_dim_contiguous(v)));
 }
 
-namespace {
-
-// cuda::sdpa, with pre (when not null) in front of flash-decoding: false, with nothing launched, where
-// flash-decoding does not take the problem with its preparation.
-bool run_sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scale, const ops::AttentionMask& mask,
-              float softcap, Tensor& out, const kernels::NormRopeArgs* pre, bool pre_by4) {
+void sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scale, const ops::AttentionMask& mask,
+          float softcap, Tensor& out) {
   check_cuda(q_in, "sdpa");
   check_cuda(k_in, "sdpa");
   check_cuda(v_in, "sdpa");
@@ -76,14 +71,7 @@ bool run_sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float 
              dtype_name(k_in.dtype()), dtype_name(v_in.dtype()));
   Tensor q = last_dim_contiguous(q_in), k = last_dim_contiguous(k_in), v = last_dim_contiguous(v_in);
   SdpaParams p = params(q, k, v);
-  if (pre) {
-    const bool takes = !mask.bias.defined() && flash_eligible(q.dtype(), p) && group_rows(p) <= 16 && p.Lq == 1 &&
-                       p.D == p.Dv && (p.D == 64 || p.D == 128);
-    if (!takes) return false;
-    p.prelude = pre;
-    p.prelude_by4 = pre_by4;
-  }
-  if (out.numel() == 0) return true;
+  if (out.numel() == 0) return;
   TERN_CHECK(p.Hkv > 0 && p.Hq % p.Hkv == 0, "[sdpa] expected Hq % Hkv == 0, got {} and {}", p.Hq, p.Hkv);
   p.out = out.data_ptr();
   p.scale = scale;
@@ -175,30 +163,16 @@ bool run_sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float 
       counters = zeroed_counters();
     launch_sdpa_decode(q.dtype(), p, static_cast<int>(splits), workspace.defined() ? workspace.data<float>() : nullptr,
                        counters, stream());
-    return true;
+    return;
   }
   if (tensor_cores && p.Lq >= 16) {
     launch_sdpa_flash(q.dtype(), p, stream());
-    return true;
+    return;
   }
   const int splits = choose_splits(rows, p.Lk);
   Tensor workspace;
   if (splits > 1) workspace = Tensor::empty({splits, rows, p.Dv + 2}, Dtype::f32, q.device());
   launch_sdpa_rows(q.dtype(), p, splits, splits > 1 ? workspace.data<float>() : nullptr, stream());
-  return true;
-}
-
-}  // namespace
-
-void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const ops::AttentionMask& mask, float softcap,
-          Tensor& out) {
-  run_sdpa(q, k, v, scale, mask, softcap, out, nullptr, false);
-}
-
-bool sdpa_after_norm_rope(const Tensor& q, const Tensor& k, const Tensor& v, float scale,
-                          const ops::AttentionMask& mask, float softcap, const kernels::NormRopeArgs& pre, bool by4,
-                          Tensor& out) {
-  return run_sdpa(q, k, v, scale, mask, softcap, out, &pre, by4);
 }
 
 }  // namespace tern::cuda

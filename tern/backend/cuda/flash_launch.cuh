@@ -82,11 +82,6 @@ void run_decode_typed(const SdpaParams& p, int n_splits, float* workspace, unsig
   a.n_splits = n_splits;
   a.cluster = p.cluster_splits && HDV <= 128;  // the caller asks only for 2..kDecodeClusterMax splits
   a.counters = n_splits > 1 && !a.cluster ? counters : nullptr;
-  if (p.prelude) {  // the caller asks for it only with D == Dv == HD
-    a.pre = *p.prelude;
-    a.has_pre = true;
-    a.pre_by4 = p.prelude_by4;
-  }
   dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv), static_cast<unsigned>(p.B));
   const int64_t rows = p.B * p.Hq * p.Lq;
   // The value slices [c, c + HDV) one after the other; each reuses the workspace (rows of HDV + 2).

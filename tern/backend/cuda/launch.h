@@ -84,9 +84,6 @@ void launch_rope(Dtype dt, const void* x, void* out, int64_t B, int64_t H, int64
 // norm_rope.cu: the fused q/k norm and rotary embedding (kernels/norm_rope_args.h); wt the weights'
 // dtype, pos_dt the positions' (i32/i64).
 void launch_norm_rope(Dtype dt, Dtype wt, Dtype pos_dt, const kernels::NormRopeArgs& a, cudaStream_t s);
-// Whether launch_norm_rope runs these rows in norm_rope_128_kernel's layout (4 dims a lane); a null
-// out[0] (the queries go elsewhere) does not count against it.
-bool norm_rope_by4(Dtype dt, const kernels::NormRopeArgs& a);
 
 // reduce.cu: x viewed as contiguous [outer, n, inner], reduced over n; out [outer, inner] (softmax:
 // [outer, n, inner]). op: ops::ReduceOp value.
@@ -197,10 +194,6 @@ struct SdpaParams {
   // Flash-decoding only: the key splits of each kv head run as one thread-block cluster and merge
   // through distributed shared memory (2 <= n_splits <= kDecodeClusterSplits, value dims <= 128, sm_90).
   bool cluster_splits = false;
-  // Flash-decoding only: the step's norm_rope_write in front of the read (kernels::DecodeArgs::pre), and
-  // whether its rows take norm_rope_128_kernel's layout.
-  const kernels::NormRopeArgs* prelude = nullptr;
-  bool prelude_by4 = false;
 };
 constexpr int kDecodeClusterSplits = 8;
 // The shape and mask fields every attention kernel's arguments share (kernels::RowsArgs, FlashArgs,

@@ -1,5 +1,5 @@
-// CUDA entry points of ops::norm_rope, ops::norm_rope_write and ops::norm_rope_write_sdpa (their checks are
-// the ops'): strides, weights, the cache destination and the rope table's device copy into the kernel's arguments.
+// CUDA entry points of ops::norm_rope and ops::norm_rope_write (their checks are the ops'): strides,
+// weights, the cache destination and the rope table's device copy into the kernel's arguments.
 #include "tern/ops/norm_rope.h"
 
 #include <cstdlib>
@@ -9,7 +9,6 @@
 #include "tern/backend/cuda/launch.h"
 #include "tern/backend/cuda/layout.h"
 #include "tern/backend/cuda/runtime/context.h"
-#include "tern/backend/cuda/sdpa.h"
 #include "tern/ops/index.h"
 
 namespace tern::cuda {
@@ -96,26 +95,6 @@ void norm_rope_write(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   }
   Tensor* kv[2] = {&keys, &values};
   run(q, k, &v, wq, wk, eps, positions, table, out_q, nullptr, kv, ring);
-}
-
-// The norm, the rotation and the write inside flash-decoding's launch: a plain storage (no ring), q's
-// dtype for the norm weights, i32 positions, TERN_CUDA_ROPE_IN_READ=1 (off by default until measured).
-Tensor norm_rope_write_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk,
-                            float eps, const Tensor& positions, const ops::RopeTable& table, Tensor& keys,
-                            Tensor& values, int64_t span, float scale, const ops::AttentionMask& mask, float softcap) {
-  const char* e = std::getenv("TERN_CUDA_ROPE_IN_READ");  // read per call: host code runs only at capture
-  if (!(e && std::strcmp(e, "1") == 0) || positions.dtype() != Dtype::i32 || q.dtype() != keys.dtype() || q.dtype() != values.dtype()) return {};
-  for (const Tensor* w : {&wq, &wk}) {
-    if (w->defined() && w->dtype() != q.dtype()) return {};
-  }
-  Tensor* kv[2] = {&keys, &values};
-  const Prepared r = prepare(q, k, &v, wq, wk, eps, positions, table, nullptr, nullptr, kv, 0);
-  const bool by4 = norm_rope_by4(q.dtype(), r.a);  // the layout norm_rope_write would launch
-  Tensor out = Tensor::empty({q.size(0), q.size(1), 1, values.size(3)}, q.dtype(), q.device());
-  if (!sdpa_after_norm_rope(r.x[0], keys.slice(2, 0, span), values.slice(2, 0, span), scale, mask, softcap, r.a, by4,
-                            out))
-    return {};
-  return out;
 }
 
 }  // namespace tern::cuda

@@ -10,7 +10,6 @@
 #include <cooperative_groups.h>
 
 #include "tern/backend/cuda/kernels/attention_flash.cuh"
-#include "tern/backend/cuda/kernels/norm_rope.cuh"
 
 namespace tern::cuda::kernels {
 
@@ -31,12 +30,6 @@ struct DecodeArgs {
   int n_splits;
   unsigned* counters;  // [B * Hkv] at zero, or nullptr: the last split of a kv head merges the partials
   bool cluster;        // the splits of a kv head are one cluster (n_splits <= kDecodeClusterMax): see below
-  // The compiled step's query/key preparation in front of the read (decode_norm_rope; has_pre): q is then
-  // unused and pre holds what norm_rope_write would take (Lq == 1, D == HD == HDV in {64, 128}, norm
-  // weights of q's dtype or none, i32 positions, no ring). pre_by4: the rows take norm_rope_128_kernel's
-  // layout (the one norm_rope_write would launch), else norm_rope_kernel's.
-  NormRopeArgs pre;
-  bool has_pre, pre_by4;
 };
 
 // The most splits a cluster merge takes (the portable cluster size), and the floats of shared memory
@@ -411,111 +404,6 @@ __device__ __forceinline__ int decode_stage_before_wait(const DecodeArgs& a) {
   }
 }
 
-// The block's query rows with the step's norm and rotation in front (a.has_pre), for Lq == 1: row r < R of
-// sq is query head hk G + r of row b, normed and rotated as norm_rope_write computes it (the same device
-// code, so the same numbers), rows [R, 16) zero. The block whose split holds the new key's slot (split 0
-// when none does) also writes the rotated key and the value of kv head hk into the cache storage, before
-// the caller's barrier: the block's tile loads come after it. Warp w takes rows w, w + 4, ... (16: the
-// key, 17: the value), and loads all of its rows and the norm weights before the block computes the
-// angles, so its rows cost one round trip. Scratch: the warps' second tile buffers (or their only one with
-// STAGES 1), which nothing has touched yet: the angle table in warp 0's, a row of partner dims in each
-// warp's. Every thread calls it.
-template <typename T, int HD, int BN, int STAGES>
-__device__ __forceinline__ void decode_norm_rope(const DecodeArgs& a, T* sq, DecodeKeys keys, int64_t hk, int64_t b,
-                                                 int R) {
-  extern __shared__ __align__(16) unsigned char decode_smem[];
-  constexpr int kStride = HD + 8, kTile = BN * (kStride + HD + 8);
-  constexpr int NV = HD / 32;                                  // a lane's dims of a row
-  constexpr int kSlots = (18 + kFlashWarps - 1) / kFlashWarps;  // a warp's rows at most
-  const NormRopeArgs& n = a.pre;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  auto scratch = [&](int w) {
-    return reinterpret_cast<float*>(decode_warp_tiles<T, HD, BN, STAGES, HD>(decode_smem, w) + (STAGES - 1) * kTile);
-  };
-  float(*cs)[128] = reinterpret_cast<float(*)[128]>(scratch(0));
-  float* normed = scratch(warp) + (warp == 0 ? 256 : 0);
-  const int64_t p = static_cast<const int32_t*>(n.pos)[n.per_batch ? b : 0];
-  const int64_t lo_min = decode_lo_min(a);
-  const bool covered = p >= keys.start && p < keys.stop, nobody = p < lo_min || p >= keys.hi_max;
-  const bool writer = p >= 0 && p < n.kv_n && (covered || (blockIdx.x == 0 && nobody));
-  const int rows = writer ? 18 : 16;
-  const int G = static_cast<int>(a.Hq) / static_cast<int>(a.Hkv);
-  // by4: norm_rope_128_kernel's layout (lane element i is dim 4 lane + i), else norm_rope_kernel's (lane + 32 i)
-  bool by4 = false;
-  if constexpr (HD == 128 && std::is_same_v<T, __nv_bfloat16>) by4 = a.pre_by4;
-  auto dim = [&](int i) { return by4 ? 4 * lane + i : lane + 32 * i; };
-  auto src = [&](int r) {  // the raw row: query head hk G + r, or (16, 17) kv head hk's key and value
-    const int which = r < 16 ? 0 : r - 15;
-    const int64_t h = which == 0 ? hk * G + r : hk;
-    return static_cast<const T*>(n.x[which]) + b * n.st[which][0] + h * n.st[which][1];
-  };
-  auto slot_row = [&](int which) {  // kv head hk's slot p of the key (1) or value (2) storage
-    return static_cast<T*>(n.kv[which - 1]) + b * n.kv_st[which - 1][0] + hk * n.kv_st[which - 1][1] +
-           p * n.kv_st[which - 1][2];
-  };
-  const T* wq = static_cast<const T*>(n.w[0]);
-  const T* wk = static_cast<const T*>(n.w[1]);
-  float v[kSlots][NV], wqv[NV], wkv[NV];
-#pragma unroll
-  for (int i = 0; i < NV; ++i) {
-    wqv[i] = wq ? to_f32(wq[dim(i)]) : 1.0f;
-    wkv[i] = wk ? to_f32(wk[dim(i)]) : 1.0f;
-  }
-#pragma unroll
-  for (int s = 0; s < kSlots; ++s) {
-    const int r = warp + kFlashWarps * s;
-#pragma unroll
-    for (int i = 0; i < NV; ++i) v[s][i] = 0.0f;
-    if (!(r < R || (writer && r == 16))) continue;
-    const T* x = src(r);
-    if constexpr (HD == 128 && std::is_same_v<T, __nv_bfloat16>) {
-      if (by4) {
-        union {
-          uint2 u;
-          __nv_bfloat16 e[4];
-        } xv;
-        xv.u = *reinterpret_cast<const uint2*>(x + 4 * lane);
-#pragma unroll
-        for (int i = 0; i < 4; ++i) v[s][i] = to_f32(xv.e[i]);
-        continue;
-      }
-    }
-#pragma unroll
-    for (int i = 0; i < NV; ++i) v[s][i] = to_f32(x[lane + 32 * i]);
-  }
-  norm_rope_angles(n, p, cs);
-#pragma unroll
-  for (int s = 0; s < kSlots; ++s) {
-    const int r = warp + kFlashWarps * s;
-    if (r >= rows) break;
-    if (r >= R && r < 16) {
-      for (int c = 8 * lane; c < HD; c += 256) *reinterpret_cast<uint4*>(sq + r * kStride + c) = make_uint4(0, 0, 0, 0);
-      continue;
-    }
-    if (r == 17) {  // the value: a copy
-      const T* x = src(r);
-      T* y = slot_row(2);
-      for (int j = lane; j < HD; j += 32) y[j] = x[j];
-      continue;
-    }
-    T* y = r < 16 ? sq + r * kStride : slot_row(1);
-    const bool has_w = (r < 16 ? wq : wk) != nullptr;
-    float wv[NV];
-#pragma unroll
-    for (int i = 0; i < NV; ++i) wv[i] = r < 16 ? wqv[i] : wkv[i];
-    if constexpr (HD == 128 && std::is_same_v<T, __nv_bfloat16>) {
-      if (by4) {
-        *reinterpret_cast<uint2*>(y + 4 * lane) =
-            norm_rope_finish_128(v[s], wv, has_w, static_cast<int>(n.rot), n.eps, cs, lane);
-        continue;
-      }
-    }
-    norm_rope_finish<T, NV>(v[s], wv, has_w, HD, n.rot, n.eps, cs, normed, lane, y);
-    __syncwarp();  // the next row rewrites `normed` after every lane has read its partner dims
-  }
-  __threadfence_block();  // the writer's key and value, before the caller's barrier and its tile loads
-}
-
 // STAGES 2: each warp's next K/V tile is in flight (cp.async) while the current one is read; 1: loaded
 // synchronously (for wide heads, whose double buffers would cost occupancy).
 template <typename T, int HD, int BN, int STAGES, int HDV = HD>
@@ -535,15 +423,8 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_decode_kernel(Deco
   T* tiles = decode_warp_tiles<T, HD, BN, STAGES, HDV>(decode_smem, warp);
 
   const DecodeKeys keys = decode_keys<BN>(a, split, b);
-  bool prepared = false;
-  if constexpr (HD == HDV && (HD == 64 || HD == 128)) {
-    if (a.has_pre) {
-      decode_norm_rope<T, HD, BN, STAGES>(a, sq, keys, hk, b, R);
-      prepared = true;
-    }
-  }
   // Query rows r = gi * Lq + i for query head hk * G + gi.
-  for (int idx = threadIdx.x; !prepared && idx < 16 * (HD / 8); idx += blockDim.x) {
+  for (int idx = threadIdx.x; idx < 16 * (HD / 8); idx += blockDim.x) {
     const int r = idx / (HD / 8), c = (idx % (HD / 8)) * 8;
     uint4 val = make_uint4(0, 0, 0, 0);
     if (r < R) {

@@ -65,8 +65,7 @@ __device__ __forceinline__ const T* norm_rope_src(const NormRopeArgs& a, const N
 // The rest of one row's norm and rotation, by one warp, once its values are loaded: lane element i is dim
 // j = lane + 32 i (v[i] = 0 and wv[i] = 1 past D <= 32 NV), w says whether wv holds a norm weight, cs is
 // norm_rope_angles' table and normed a row of D floats of this warp's shared memory (the rotation's
-// partner dims). Writes the row to y (global or shared memory). Shared with the flash-decoding prologue
-// (attention_decode.cuh), so both give the same numbers.
+// partner dims). Writes the row to y.
 template <typename T, int NV>
 __device__ __forceinline__ void norm_rope_finish(float (&v)[NV], const float (&wv)[NV], bool w, int64_t D, int64_t rot,
                                                  float eps, const float (*cs)[128], float* normed, int lane, T* y) {
