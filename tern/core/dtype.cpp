@@ -29,14 +29,6 @@ const char* dtype_name(Dtype d) {
   return "?";
 }
 
-Dtype dtype_from_name(const std::string& name) {
-  for (Dtype d : {Dtype::f32, Dtype::bf16, Dtype::f16, Dtype::i32, Dtype::i64, Dtype::u8, Dtype::i8,
-                  Dtype::boolean}) {
-    if (name == dtype_name(d)) return d;
-  }
-  TERN_THROW("[dtype] expected one of f32, bf16, f16, i32, i64, u8, i8, bool, got '{}'", name);
-}
-
 bool is_floating(Dtype d) { return d == Dtype::f32 || d == Dtype::bf16 || d == Dtype::f16; }
 
 }  // namespace tern

@@ -13,8 +13,6 @@ enum class Dtype : uint8_t { f32, bf16, f16, i32, i64, u8, i8, boolean };
 size_t dtype_size(Dtype d);
 // "f32", "bf16", ...; also the spelling error messages use.
 const char* dtype_name(Dtype d);
-// Parses dtype_name's spelling; throws tern::Error on anything else.
-Dtype dtype_from_name(const std::string& name);
 bool is_floating(Dtype d);
 
 template <typename T> struct DtypeOf;

@@ -15,7 +15,6 @@ void register_device_runtime(DeviceKind kind, DeviceRuntime* rt) {
   g_cuda_runtime = rt;
 }
 
-bool has_device_runtime(DeviceKind kind) { return kind == DeviceKind::cpu || g_cuda_runtime != nullptr; }
 
 DeviceRuntime& device_runtime(DeviceKind kind) {
   TERN_CHECK(kind == DeviceKind::cuda && g_cuda_runtime, "[device] cuda is not available in this build");

@@ -27,7 +27,6 @@ class DeviceRuntime {
 void register_device_runtime(DeviceKind kind, DeviceRuntime* rt);
 // The runtime for kind; throws "[device] cuda is not available in this build" when none registered.
 DeviceRuntime& device_runtime(DeviceKind kind);
-bool has_device_runtime(DeviceKind kind);
 
 class Storage {
  public:

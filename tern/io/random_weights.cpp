@@ -65,11 +65,6 @@ RandomFill default_random_fill(const std::string& name) {
   return {};
 }
 
-float random_weight_value(const std::string& name, uint64_t i, const RandomFill& fill) {
-  if (fill.std == 0.0f) return fill.mean;
-  return fill.mean + fill.std * unit_normal(splitmix64(fnv1a(name) + i));
-}
-
 std::shared_ptr<RandomWeights> RandomWeights::open(const std::string& path) {
   const json j = parse_json_text(read_file(path, "weights"), path, "weights");
   TERN_CHECK(j.is_array(), "[weights] {}: expected a list of {{name, shape, dtype}} objects, got {}", path,

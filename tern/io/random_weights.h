@@ -24,9 +24,6 @@ struct RandomFill {
 // and layer_scalar 1, A_log 0 (decay rate 1), dt_bias 1, biases 0, everything else N(0, 0.02).
 RandomFill default_random_fill(const std::string& name);
 
-// Value i of the tensor name under fill (the same on every call, machine and thread count).
-float random_weight_value(const std::string& name, uint64_t i, const RandomFill& fill);
-
 class RandomWeights {
  public:
   // Parses path: a JSON list of {"name", "shape": [..], "dtype": "BF16" | "F16" | "F32"} objects, each

@@ -20,9 +20,4 @@ Tensor WeightLoader::get_matrix(const std::string& name, const Shape& shape) con
   return get(name, shape);
 }
 
-Tensor WeightLoader::get_optional(const std::string& name, const Shape& shape) const {
-  if (!has(name)) return {};
-  return get(name, shape);
-}
-
 }  // namespace tern

@@ -20,8 +20,6 @@ class WeightLoader {
   // bf16 (a zero-copy view of the file) while the compute dtype is f32 — bf16 widens exactly, so the
   // math is unchanged and decode reads half the bytes.
   Tensor get_matrix(const std::string& name, const Shape& shape) const;
-  // Like get, but an absent tensor returns an undefined Tensor.
-  Tensor get_optional(const std::string& name, const Shape& shape) const;
   bool has(const std::string& name) const { return store_.has(prefix_ + name); }
   // A loader for names under prefix + sub (e.g. "layers.3.").
   WeightLoader sub(const std::string& sub) const { return WeightLoader(store_, prefix_ + sub, device_, dtype_); }

@@ -31,7 +31,6 @@ class ChatTemplate {
 
   // A variable every render sees unless vars overrides it (load_chat_template sets bos_token etc.).
   void set_default(const std::string& name, const nlohmann::ordered_json& value);
-  void set_limits(const TemplateLimits& limits) { limits_ = limits; }
   const std::string& source() const { return source_; }
 
  private:

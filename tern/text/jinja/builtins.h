@@ -22,8 +22,6 @@ void install_globals(Frame& frame);
 
 // Argument `pos` (positional) or `name` (keyword) of a builtin call, nullptr when not given.
 const Value* arg(const CallArgs& a, size_t pos, const char* name);
-// Fails when more than max_positional positional arguments were passed.
-void check_arity(const CallArgs& a, size_t max_positional, const char* what);
 // Python's %-formatting of a string ("%s", "%d", "%r", "%f", "%%"), for `fmt % args` and |format.
 std::string percent_format(const std::string& fmt, const Value& args);
 

@@ -19,11 +19,6 @@ const Value* arg(const CallArgs& a, size_t pos, const char* name) {
   return nullptr;
 }
 
-void check_arity(const CallArgs& a, size_t max_positional, const char* what) {
-  if (a.args.size() > max_positional)
-    failf("{}() expected at most {} arguments, got {}", what, max_positional, a.args.size());
-}
-
 namespace {
 
 using FilterFn = Value (*)(Interpreter&, const Value&, CallArgs&);
