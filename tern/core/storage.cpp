@@ -15,7 +15,6 @@ void register_device_runtime(DeviceKind kind, DeviceRuntime* rt) {
   g_cuda_runtime = rt;
 }
 
-
 DeviceRuntime& device_runtime(DeviceKind kind) {
   TERN_CHECK(kind == DeviceKind::cuda && g_cuda_runtime, "[device] cuda is not available in this build");
   return *g_cuda_runtime;

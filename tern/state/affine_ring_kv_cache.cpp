@@ -210,7 +210,7 @@ std::unique_ptr<AttentionRead> AffineRingKVCache::append(const Tensor& k, const 
 void AffineRingKVCache::spec_round_begin() {
   TERN_CHECK(!step_, "[kv-cache] expected no speculative round while a compiled decode step is attached");
   KVCache::spec_round_begin();
-  round_.begin(offset_, window_);
+  round_.begin(offset_);
 }
 
 void AffineRingKVCache::spec_round_commit() {
@@ -219,14 +219,14 @@ void AffineRingKVCache::spec_round_commit() {
 }
 
 void AffineRingKVCache::save_overwritten(int64_t n) {
-  round_.save(spec_round_start(), offset_, n, window_, 0, [&](int64_t first, int64_t count) {
+  round_.save(spec_round_start(), offset_, n, [&](int64_t first, int64_t count) {
     return std::pair{rows_at(keys_, first, count).clone(), rows_at(values_, first, count).clone()};
   });
 }
 
 int64_t AffineRingKVCache::spec_round_rollback(int64_t keep) {
   const int64_t drafted = check_spec_rollback(keep);
-  offset_ = round_.rollback(spec_round_start(), drafted, keep, window_, 0,
+  offset_ = round_.rollback(spec_round_start(), drafted, keep,
                             [&](const Tensor& k, const Tensor& v, int64_t first) {
                               put_rows(keys_, k, first);
                               put_rows(values_, v, first);

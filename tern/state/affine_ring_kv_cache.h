@@ -85,7 +85,7 @@ class AffineRingKVCache : public KVCache {
   int64_t batch_ = 0, heads_ = 0;  // 0 before the first store
   int64_t offset_ = 0;
   Tensor keys_, values_;  // u8 [slots, B, Hkv, row bytes], slots allocated up to the window
-  RingRoundCopies round_;  // a speculative round's copies of overwritten positions ([n, B, Hkv, row bytes])
+  RingRoundCopies round_{window_, 0};  // a speculative round's copies of overwritten positions ([n, B, Hkv, row bytes])
   const DeviceStep* step_ = nullptr;
 };
 

@@ -125,7 +125,7 @@ void RingKVCache::advance(int64_t n) {
 void RingKVCache::spec_round_begin() {
   TERN_CHECK(!step_, "[kv-cache] expected no speculative round while a compiled decode step is attached");
   KVCache::spec_round_begin();
-  round_.begin(offset_, window_);
+  round_.begin(offset_);
 }
 
 void RingKVCache::spec_round_commit() {
@@ -134,20 +134,16 @@ void RingKVCache::spec_round_commit() {
 }
 
 void RingKVCache::save_overwritten(int64_t n) {
-  round_.save(spec_round_start(), offset_, n, window_, 2, [&](int64_t first, int64_t count) {
-    auto copy_out = [&](const Tensor& buf) {
-      Tensor view = temporal(buf, offset_ - first).slice(2, 0, count);
-      Tensor c = Tensor::empty(view.shape(), view.dtype(), view.device());
-      c.copy_from(view);  // the ring slots are about to be overwritten
-      return c;
-    };
+  round_.save(spec_round_start(), offset_, n, [&](int64_t first, int64_t count) {
+    // copies: the ring slots are about to be overwritten
+    auto copy_out = [&](const Tensor& buf) { return temporal(buf, offset_ - first).slice(2, 0, count).clone(); };
     return std::pair{copy_out(keys_), copy_out(values_)};
   });
 }
 
 int64_t RingKVCache::spec_round_rollback(int64_t keep) {
   const int64_t drafted = check_spec_rollback(keep);
-  offset_ = round_.rollback(spec_round_start(), drafted, keep, window_, 2,
+  offset_ = round_.rollback(spec_round_start(), drafted, keep,
                             [&](const Tensor& k, const Tensor& v, int64_t first) {
                               write(keys_, k, first);
                               write(values_, v, first);

@@ -71,7 +71,7 @@ class RingKVCache : public KVCache {
   const DeviceStep* step_ = nullptr;
   Tensor keys_;    // [B, Hkv, capacity, D]; position p lives in slot p % window
   Tensor values_;  // [B, Hkv, capacity, Dv]
-  RingRoundCopies round_;  // a speculative round's copies of overwritten positions ([B, Hkv, n, D])
+  RingRoundCopies round_{window_, 2};  // a speculative round's copies of overwritten positions ([B, Hkv, n, D])
 };
 
 }  // namespace tern
