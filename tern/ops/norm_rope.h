@@ -26,7 +26,7 @@ Tensor norm_rope_write(const Tensor& q, const Tensor& k, const Tensor& v, const 
 
 // norm_rope_write (no ring), then the compiled step's read of the rotated queries: sdpa(q', keys[:, :, :span],
 // values[:, :, :span], scale, mask, softcap): the two calls. (A one-launch form inside flash-decoding was
-// measured 1.3-2.4 % slower on the 0.6B step and removed; bench/RESULTS.md, 2026-12-05 and 2026-12-06.)
+// measured 1.3-2.4 % slower on the 0.6B step (bench/RESULTS.md, 2026-12-05) and removed (2026-12-06).)
 Tensor norm_rope_write_sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& wq, const Tensor& wk,
                             float eps, const Tensor& positions, const RopeTable& table, Tensor& keys, Tensor& values,
                             int64_t span, float scale, const AttentionMask& mask, float softcap);
