@@ -46,6 +46,11 @@ void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const 
 namespace tern::cuda {
 void sdpa(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const ops::AttentionMask& mask,
           float softcap, Tensor& out);
+// The tensor-core prefill's rows as one split of a combine: partial [B Hq Lq][Dv + 2] (unnormalised
+// accumulators, the max in the natural-log domain, the sum) instead of an output; bf16/f16, head dims
+// 64-256, >= 16 queries, a causal / window mask without bias or kv_len (kv_window_attention's own keys).
+void sdpa_partial(const Tensor& q, const Tensor& k, const Tensor& v, float scale, const ops::AttentionMask& mask,
+                  float softcap, float* partial);
 // Whether cuda::sdpa takes these heads wider than 256 itself (512-dim heads on tensor cores: a prefill of
 // >= 16 queries or flash-decoding of <= 16 query rows per kv head); else ops::sdpa splits them.
 bool sdpa_takes_wide_heads(const Tensor& q, const Tensor& k, const Tensor& v, const ops::AttentionMask& mask);

@@ -175,8 +175,8 @@ Tensor kv_window_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
   if (q.device().is_cuda()) {
     if (window == 0 && S > 0 && cuda::kv_window_tiled(q, k_rows, device_codec(key_codec), v_rows, value_codec)) {
       Tensor out = Tensor::empty({B, Hq, L, value_codec.dim}, q.dtype(), q.device());
-      cuda::kv_decode_attention(q, k_rows, device_codec(key_codec), v_rows, value_codec, k_new, v_new, scale, softcap,
-                                Tensor(), 0, out);
+      cuda::kv_window_attention(q, k_rows, device_codec(key_codec), v_rows, value_codec, k_new, v_new, scale, softcap,
+                                out);
       return out;
     }
     // Otherwise the prefix decoded into a temporary, then the flash sdpa.

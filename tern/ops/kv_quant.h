@@ -82,9 +82,10 @@ bool kv_ring_steps_supported(const Device& device);
 // positions [max(0, S + i + 1 - window), S + i] of the sequence [stored ; new] (window 0: from 0, the
 // causal mask). f32 accumulation -> [B, Hq, L, Dv] in q's dtype. turbo_value storage is attended in the
 // rotated domain with each output row rotated back once when deferred, else decoded to its own domain.
-// The CPU reads the packed rows block by block, never decoding the prefix whole; CUDA decodes it into a
-// temporary (keys and values to their own domain) and runs the flash sdpa, or, for short windows without
-// a sliding mask where cuda::kv_window_tiled says so, reads the packed rows with the fused decode kernel.
+// The CPU reads the packed rows block by block, never decoding the prefix whole; so does CUDA without a
+// sliding mask where cuda::kv_window_tiled says so (the fused decode kernel for windows of up to 16
+// positions, the tiled prefix read and the flash prefill for longer ones), else it decodes the prefix into
+// a temporary (keys and values to their own domain) and runs the flash sdpa.
 Tensor kv_window_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
                            const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
                            float softcap = 0.0f, int64_t window = 0, bool deferred = false);
@@ -107,11 +108,17 @@ namespace tern::cuda {
 bool kv_decode_reads_rotated_keys();
 // Unless TERN_CUDA_KV_RING_STEPS=0: affine rings take compiled decode steps (ops::kv_ring_steps_supported).
 bool kv_ring_steps();
-// Whether kv_window_attention reads q [B, Hq, L, D] over these rows with the tiled packed read (the
-// fused decode kernel over L query positions) rather than a decoded temporary: TERN_CUDA_KV_WINDOW_READ not 0,
-// 2 <= L <= 16, head dims 64 or 128, bf16 queries and the codecs and groups the tensor-core decode read takes.
+// Whether kv_window_attention reads q [B, Hq, L, D] over these rows with the tiled packed read rather than a
+// decoded temporary: head dims 64 or 128, bf16 queries and the codecs and groups the tensor-core decode
+// read takes, and either 2 <= L <= 16 (the fused decode kernel over L query positions; TERN_CUDA_KV_WINDOW_READ
+// not 0) or L > 16 (the stored rows by the tiled prefix read, 4 x 16 / G positions a block, and the window's
+// own keys by the flash prefill, merged by one combine; TERN_CUDA_KV_PREFIX_READ not 0, B Hq L <= 2^24).
 bool kv_window_tiled(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec, const Tensor& v_rows,
                      const ops::KVRowCodec& value_codec);
+// kv_window_attention's tiled read (where kv_window_tiled says so) into out [B, Hq, L, D] of q's dtype.
+void kv_window_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec, const Tensor& v_rows,
+                         const ops::KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
+                         float softcap, Tensor& out);
 void kv_encode(const Tensor& x, const ops::KVRowCodec& codec, Tensor& rows);
 void kv_encode_positions(const Tensor& k, const ops::KVRowCodec& key_codec, Tensor& keys, const Tensor& v,
                          const ops::KVRowCodec& value_codec, Tensor& values, const Tensor& positions, int64_t ring);

@@ -395,6 +395,59 @@ TEST_F(CudaKVQuant, TiledWindowReadMatchesCpu) {
   }
 }
 
+// The tiled read of long windows (TERN_CUDA_KV_PREFIX_READ=1): L > 16 query positions after S packed ones,
+// the stored rows by the prefix kernel (4 x 16 / G positions a block; G = 3 leaves each warp's last mma row
+// empty, L = 17 and 70 leave a block's last warps without positions) and the window's own keys by the flash
+// prefill, merged by one combine, against the CPU's window read. Forced splits put several prefix splits
+// beside the window's; a soft cap takes the flash partial's other score domain.
+TEST_F(CudaKVQuant, LongWindowReadMatchesCpu) {
+  ScopedEnv prefix_env("TERN_CUDA_KV_PREFIX_READ", "1");
+  ScopedEnv rotated_env("TERN_CUDA_KV_ROTATED_KEYS", "1");
+  ScopedEnv splits_env("TERN_CUDA_KV_SPLITS", nullptr);
+  struct Scheme { KVRowCodec::Kind kk, vk; int kbits, vbits; int64_t group; };
+  const Scheme schemes[] = {{KVRowCodec::affine, KVRowCodec::affine, 8, 8, 64},
+                            {KVRowCodec::affine, KVRowCodec::affine, 4, 4, 32},
+                            {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 8, 3, 32},
+                            {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 8, 2, 32},
+                            {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 4, 4, 32},
+                            {KVRowCodec::turbo_key, KVRowCodec::turbo_value, 3, 8, 32}};
+  uint32_t seed = 7000;
+  auto check = [&](int64_t L, int64_t S, int64_t D, int64_t groups, const Scheme& sc, float softcap) {
+    const int64_t B = L == 70 ? 2 : 1, Hkv = 2, Hq = Hkv * groups;
+    const KVRowCodec kc{sc.kk, sc.kbits, sc.kk == KVRowCodec::affine ? sc.group : 32, D};
+    const KVRowCodec vc{sc.vk, sc.vbits, sc.vk == KVRowCodec::affine ? sc.group : 32, D};
+    const auto [kr, vr, q, kn, vn] = read_inputs(B, Hq, Hkv, S, L, kc, vc, seed);
+    const Tensor qg = q.to(kGpu), krg = kr.to(kGpu), vrg = vr.to(kGpu);
+    const KVRowCodec device_kc = kc.rotated() ? KVRowCodec{KVRowCodec::turbo_value, kc.bits, 32, D} : kc;
+    ASSERT_TRUE(cuda::kv_window_tiled(qg, krg, device_kc, vrg, vc)) << "L " << L << " D " << D << " G " << groups;
+    const float scale = 1.0f / std::sqrt(float(D));
+    auto f32 = [](const Tensor& t) { return ops::cast(t, Dtype::f32); };
+    Tensor want = ops::kv_window_attention(f32(q), kr, kc, vr, vc, f32(kn), f32(vn), scale, softcap);
+    Tensor got = ops::kv_window_attention(qg, krg, kc, vrg, vc, kn.to(kGpu), vn.to(kGpu), scale, softcap);
+    EXPECT_LE(nmse(want, got), 1e-4) << "L " << L << " B " << B << " S " << S << " D " << D << " G " << groups
+                                     << " keys " << kc.kind << "/" << kc.bits << " values " << vc.kind << "/"
+                                     << vc.bits << " softcap " << softcap << " splits "
+                                     << (std::getenv("TERN_CUDA_KV_SPLITS") ? std::getenv("TERN_CUDA_KV_SPLITS") : "-");
+  };
+  for (int64_t L : {17, 70, 300})
+    for (int64_t S : {1, 100, 1000})
+      for (int64_t D : {64, 128})
+        for (int64_t groups : {1, 3, 4, 16})
+          for (const Scheme& sc : schemes) check(L, S, D, groups, sc, 0.0f);
+  for (const char* splits : {"3", "16"}) {
+    splits_env.set(splits);
+    for (int64_t groups : {2, 8})
+      for (const Scheme& sc : {schemes[1], schemes[2], schemes[4]}) check(70, 1000, 128, groups, sc, 0.0f);
+  }
+  splits_env.set(nullptr);
+  for (const Scheme& sc : {schemes[0], schemes[2]}) check(40, 300, 128, 4, sc, 20.0f);
+  // Off, the same window takes the decoded temporary.
+  prefix_env.set("0");
+  const KVRowCodec kc{KVRowCodec::affine, 8, 64, 128};
+  const auto [kr, vr, q, kn, vn] = read_inputs(1, 8, 2, 100, 40, kc, kc, seed);
+  EXPECT_FALSE(cuda::kv_window_tiled(q.to(kGpu), kr.to(kGpu), kc, vr.to(kGpu), kc));
+}
+
 // The storage alone: a strided bf16 store (a plain cache's view, as the bf16-first transition hands it
 // over) dequantizes to exactly what the CPU storage holds, which isolates the store from the reads.
 TEST_F(CudaKVQuant, StoreMatchesCpuStorage) {

@@ -175,4 +175,23 @@ void sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scal
   launch_sdpa_rows(q.dtype(), p, splits, splits > 1 ? workspace.data<float>() : nullptr, stream());
 }
 
+void sdpa_partial(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scale,
+                  const ops::AttentionMask& mask, float softcap, float* partial) {
+  const Tensor q = last_dim_contiguous(q_in), k = last_dim_contiguous(k_in), v = last_dim_contiguous(v_in);
+  SdpaParams p = params(q, k, v);
+  TERN_CHECK(q.device().is_cuda() && q.dtype() == k.dtype() && q.dtype() == v.dtype() && !mask.bias.defined() &&
+                 !mask.kv_len.defined() && p.Hkv > 0 && p.Hq % p.Hkv == 0 && p.Lq >= 16 && p.Dv <= 256 &&
+                 flash_eligible(q.dtype(), p),
+             "[sdpa] expected a partial of the tensor-core prefill: bf16/f16 q, k, v of one dtype, head dims 64-256, "
+             ">= 16 queries, no bias or kv_len, got {} queries of dims {} and {}, {}",
+             p.Lq, p.D, p.Dv, dtype_name(q.dtype()));
+  p.partial = partial;
+  p.scale = scale;
+  p.softcap = softcap;
+  p.causal = mask.causal;
+  p.q_offset = mask.q_offset;
+  p.window = mask.window;
+  launch_sdpa_flash(q.dtype(), p, stream());
+}
+
 }  // namespace tern::cuda

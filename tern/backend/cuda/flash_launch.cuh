@@ -25,6 +25,7 @@ void run_flash_typed(const SdpaParams& p, cudaStream_t s) {
   kernels::FlashArgs a{};
   copy_sdpa_common(a, p);
   a.os = p.Dv;
+  a.partial = p.partial;
   const int64_t blocks = (p.Lq + kM - 1) / kM;
   dim3 grid(static_cast<unsigned>(p.Hq), static_cast<unsigned>(blocks), static_cast<unsigned>(p.B));
   for (int64_t c = 0; c < p.Dv; c += HDV) {  // the value slices [c, c + HDV)

@@ -13,6 +13,7 @@
 #include "tern/backend/cuda/kv_quant_launch.h"
 #include "tern/backend/cuda/layout.h"
 #include "tern/backend/cuda/runtime/context.h"
+#include "tern/ops/attention.h"
 #include "tern/ops/elementwise.h"
 #include "tern/ops/turboquant.h"
 
@@ -86,7 +87,10 @@ bool kv_ring_steps() { return switched_on("TERN_CUDA_KV_RING_STEPS"); }
 
 bool kv_window_tiled(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec, const Tensor& v_rows,
                      const ops::KVRowCodec& value_codec) {
-  if (!switched_on("TERN_CUDA_KV_WINDOW_READ") || q.size(2) < 2 || q.size(2) > kKVMmaWindowMax || key_codec.dim > 128)
+  const int64_t L = q.size(2);
+  const bool short_window = L <= kKVMmaWindowMax;
+  if (!switched_on(short_window ? "TERN_CUDA_KV_WINDOW_READ" : "TERN_CUDA_KV_PREFIX_READ") || L < 2 ||
+      key_codec.dim > 128)
     return false;
   if (key_codec.kind == ops::KVRowCodec::turbo_value && !kv_decode_reads_rotated_keys()) return false;
   KVAttnLaunch p;
@@ -96,8 +100,10 @@ bool kv_window_tiled(const Tensor& q, const Tensor& k_rows, const ops::KVRowCode
   p.kc = codec_args(key_codec);
   p.vc = codec_args(value_codec);
   if (!kv_mma_attention_supported(q.dtype(), p)) return false;  // it also bounds G = Hq / Hkv to 1-16
-  const int64_t per = 16 / (p.Hq / p.Hkv), tiles = (q.size(2) + per - 1) / per;
-  return q.size(0) * tiles <= 65535;  // the grid's z: batch rows times position tiles
+  const int64_t G = p.Hq / p.Hkv;
+  const int64_t per = short_window ? 16 / G : kernels::kv_prefix_block_positions(static_cast<int>(G));
+  const int64_t rows = q.size(0) * p.Hq * L;  // f32 partials of (D + 2) per row and split
+  return q.size(0) * ((L + per - 1) / per) <= 65535 && (short_window || rows <= (int64_t{1} << 24));
 }
 
 void kv_encode(const Tensor& x_in, const ops::KVRowCodec& codec, Tensor& rows) {
@@ -132,6 +138,52 @@ void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, 
   check_cuda(rows, "kv_decode");
   launch_kv_decode(out.dtype(), rows.data<uint8_t>(), rows.size(0), rows.size(1), rows.size(2), out.data_ptr(),
                    codec_args(codec), turbo_tables(codec), unrotate, stream());
+}
+
+void kv_window_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KVRowCodec& key_codec,
+                         const Tensor& v_rows, const ops::KVRowCodec& value_codec, const Tensor& k_new,
+                         const Tensor& v_new, float scale, float softcap, Tensor& out) {
+  if (q_in.size(2) <= kKVMmaWindowMax) {
+    kv_decode_attention(q_in, k_rows, key_codec, v_rows, value_codec, k_new, v_new, scale, softcap, Tensor(), 0, out);
+    return;
+  }
+  // A long window: the stored rows by the tiled prefix read (splits [0, n)), the window's own keys by the
+  // flash prefill as split n, then one combine. Each split's partial already holds values in their own
+  // domain, so the combine rotates nothing.
+  const Tensor q = last_dim_contiguous(q_in);
+  const int64_t D = key_codec.dim;
+  KVAttnLaunch p;
+  p.q = q.data_ptr();
+  p.qs[0] = q.stride(0), p.qs[1] = q.stride(1), p.qs_l = q.stride(2);
+  p.L = q.size(2);
+  p.k_rows = k_rows.data<uint8_t>();
+  p.v_rows = v_rows.data<uint8_t>();
+  p.B = q.size(0), p.Hq = q.size(1), p.Hkv = k_rows.size(2), p.S = k_rows.size(0);
+  p.scale = scale;
+  p.softcap = softcap;
+  p.kc = codec_args(key_codec);
+  p.vc = codec_args(value_codec);
+  // Splits only where the blocks of one split leave the SMs short of about three each (a prefill chunk's
+  // thousands of positions take one); each keeps >= 64 keys. TERN_CUDA_KV_SPLITS=N asks for N (tests).
+  const int64_t per = kernels::kv_prefix_block_positions(static_cast<int>(p.Hq / p.Hkv));
+  const int64_t blocks = p.B * p.Hkv * ((p.L + per - 1) / per), sms = device_props().multiProcessorCount;
+  int64_t want = (3 * sms + blocks - 1) / blocks;
+  if (const char* e = std::getenv("TERN_CUDA_KV_SPLITS")) want = std::max(1, std::atoi(e));
+  const int64_t n = std::max<int64_t>(1, std::min<int64_t>({want, (p.S + 63) / 64, kernels::kKVMaxSplits - 1}));
+  const int64_t chunk = ((p.S + n - 1) / n + kKVMmaTileKeys - 1) / kKVMmaTileKeys * kKVMmaTileKeys;
+  p.chunk = chunk;
+  const int splits = static_cast<int>((p.S + chunk - 1) / chunk);
+  const int64_t rows = p.B * p.Hq * p.L;
+  Tensor workspace = Tensor::empty({splits + 1, rows, D + 2}, Dtype::f32, q.device());
+  const TurboTables tables = attention_tables(key_codec, value_codec);
+  launch_kv_prefix_attention(p, tables, splits, workspace.data<float>(), stream());
+  const Tensor k = k_new.dtype() == q.dtype() ? k_new : ops::cast(k_new, q.dtype());
+  const Tensor v = v_new.dtype() == q.dtype() ? v_new : ops::cast(v_new, q.dtype());
+  ops::AttentionMask mask;
+  mask.causal = true;
+  sdpa_partial(q, k, v, scale, mask, softcap, workspace.data<float>() + splits * rows * (D + 2));
+  launch_kv_attention_combine(q.dtype(), workspace.data<float>(), splits + 1, rows, static_cast<int>(D), false, tables,
+                              out.data_ptr(), stream());
 }
 
 void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KVRowCodec& key_codec,

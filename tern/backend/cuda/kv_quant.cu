@@ -84,6 +84,21 @@ bool kv_mma_attention_supported(Dtype dt, const KVAttnLaunch& p) {
          p.Hq % p.Hkv == 0 && p.Hq / p.Hkv <= 16 && aligned;
 }
 
+void launch_kv_prefix_attention(const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace,
+                                cudaStream_t s) {
+  if (p.kc.dim == 64) launch_kv_prefix_attention_64(p, t, n_splits, workspace, s);
+  else launch_kv_prefix_attention_128(p, t, n_splits, workspace, s);
+}
+
+void launch_kv_attention_combine(Dtype dt, const float* workspace, int n_splits, int64_t rows, int D,
+                                 bool rotate_back, const TurboTables& t, void* out, cudaStream_t s) {
+  dispatch_float(dt, [&](auto tag) {
+    using T = decltype(tag);
+    launch_kernel(kernels::kv_attention_combine_kernel<T>, static_cast<unsigned>(rows), 128, 0, s, workspace, n_splits,
+                  rows, D, rotate_back, t, static_cast<T*>(out));
+  });
+}
+
 int kv_mma_blocks_per_sm(const KVAttnLaunch& p) {
   switch (p.kc.dim) {
     case 64: return kv_mma_blocks_per_sm_64(p);

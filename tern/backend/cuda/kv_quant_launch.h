@@ -94,6 +94,20 @@ void launch_kv_mma_attention_128(Dtype dt, const KVAttnLaunch& p, const TurboTab
                                  cudaStream_t s);
 void launch_kv_mma_attention_256(Dtype dt, const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace,
                                  cudaStream_t s);
+// The stored part of a long window's read (p.L > kKVMmaWindowMax query positions, p.k_new unused): the
+// tensor-core codecs and queries as above, head dims 64 or 128, kernels::kv_prefix_block_positions(G)
+// positions a block; n_splits splits of p.chunk keys (a multiple of kKVMmaTileKeys, none empty) write
+// partials to workspace with TurboQuant values rotated back.
+void launch_kv_prefix_attention(const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace,
+                                cudaStream_t s);
+void launch_kv_prefix_attention_64(const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace,
+                                   cudaStream_t s);
+void launch_kv_prefix_attention_128(const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace,
+                                    cudaStream_t s);
+// Merges n_splits partials [n_splits, rows, D + 2] into out [rows, D] of dt, rotating turbo
+// values back when rotate_back.
+void launch_kv_attention_combine(Dtype dt, const float* workspace, int n_splits, int64_t rows, int D,
+                                 bool rotate_back, const TurboTables& t, void* out, cudaStream_t s);
 // Blocks of the tensor-core read for p that one SM holds at once (sizes its key splits).
 int kv_mma_blocks_per_sm(const KVAttnLaunch& p);
 int kv_mma_blocks_per_sm_64(const KVAttnLaunch& p);

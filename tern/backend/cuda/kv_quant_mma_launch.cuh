@@ -3,6 +3,7 @@
 // instantiated in its own kv_quant_attention_<HD>.cu so the instances compile in parallel.
 #pragma once
 #include "tern/backend/cuda/kernels/kv_quant_attention_mma.cuh"
+#include "tern/backend/cuda/kernels/kv_quant_prefix_mma.cuh"
 #include "tern/backend/cuda/kv_quant_launch.h"
 #include "tern/backend/cuda/launch_kernel.cuh"
 #include "tern/backend/cuda/runtime/check.h"
@@ -118,6 +119,33 @@ template <int HD>
 void run_kv_mma(const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace, cudaStream_t s) {
   with_kv_mma_codecs(p, [&]<typename KC, typename VC>() {
     run_kv_mma_codecs<HD, KC, VC>(p, t, n_splits, workspace, s);
+  });
+}
+
+// The stored part of a long window's read (kernels/kv_quant_prefix_mma.cuh): n_splits key splits of
+// p.chunk keys write their partials to workspace (the combine is the caller's, with the window's own part).
+template <int HD>
+void run_kv_prefix(const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace, cudaStream_t s) {
+  with_kv_mma_codecs(p, [&]<typename KC, typename VC>() {
+    auto kernel = kernels::kv_prefix_attention_mma_kernel<__nv_bfloat16, HD, KC, VC>;
+    const int k_stage = kernels::kv_stage_stride(p.kc.row_bytes), v_stage = kernels::kv_stage_stride(p.vc.row_bytes);
+    const size_t smem = kernels::kv_prefix_smem_bytes<HD, KC, VC>(k_stage, v_stage);
+    static const bool configured = [&] {  // the opt-in limit, as kv_mma_kernel: row layouts vary the size
+      int optin = 0;
+      TERN_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+      cudaFuncAttributes attr{};
+      TERN_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+      TERN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           optin - static_cast<int>(attr.sharedSizeBytes)));
+      return true;
+    }();
+    (void)configured;
+    const int per = kernels::kv_prefix_block_positions(static_cast<int>(p.Hq / p.Hkv));
+    const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv),
+                    static_cast<unsigned>(p.B * ((p.L + per - 1) / per)));
+    launch_kernel(kernel, grid, kernels::kFlashWarps * 32, smem, s, kv_attn_args(p, workspace, n_splits, 1), t,
+                  k_stage, v_stage, kv_copy_width(p.k_rows, p.kc.row_bytes), kv_copy_width(p.v_rows, p.vc.row_bytes),
+                  log2_of(p.kc.group), log2_of(p.vc.group));
   });
 }
 

@@ -194,6 +194,9 @@ struct SdpaParams {
   // Flash-decoding only: the key splits of each kv head run as one thread-block cluster and merge
   // through distributed shared memory (2 <= n_splits <= kDecodeClusterSplits, value dims <= 128, sm_90).
   bool cluster_splits = false;
+  // The tensor-core prefill only (Dv <= 256): write the rows' (acc, max, sum) partial [B Hq Lq][Dv + 2]
+  // here instead of out (kernels::FlashArgs::partial).
+  float* partial = nullptr;
 };
 constexpr int kDecodeClusterSplits = 8;
 // The shape and mask fields every attention kernel's arguments share (kernels::RowsArgs, FlashArgs,

@@ -18,6 +18,9 @@ struct FlashArgs {
   const void* v;
   void* out;  // rows of HDV elements at a stride of os: [B, Hq, Lq] rows
   int64_t os;
+  // Not null (HDV == Dv): the rows' unnormalised (acc, max, sum) partial [B Hq Lq][HDV + 2] instead of
+  // out, as a split of the combine kernels (store_partial's layout: the max in the natural-log domain).
+  float* partial;
   int64_t Hq, Hkv, Lq, Lk;
   int64_t qs[3], ks[3], vs[3];
   float scale, softcap;
@@ -332,8 +335,11 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
   }
   cp_async_wait<0>();
 
-  // Row sums across the 4 threads of each row group, then normalise and store.
+  // Row sums across the 4 threads of each row group, then normalise and store (or store the partial).
   T* og = static_cast<T*>(a.out) + ((b * a.Hq + h) * a.Lq) * a.os;
+  float* pg = a.partial + ((b * a.Hq + h) * a.Lq) * (HDV + 2);
+  // A partial's max in the natural-log domain: the scores entered exp2 as s * mult.
+  const float to_ln = pre ? 0.6931471805599453f : a.scale;
 #pragma unroll
   for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
@@ -343,6 +349,20 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
       l += __shfl_xor_sync(0xffffffffu, l, 2);
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       if (row_i[mt][r] >= a.Lq) continue;
+      if (a.partial) {
+        float* prow = pg + row_i[mt][r] * (HDV + 2);
+#pragma unroll
+        for (int i = 0; i < HDV / 8; ++i) {
+          const int d = i * 8 + 2 * t;
+          prow[d] = o[mt][i][2 * r];
+          prow[d + 1] = o[mt][i][2 * r + 1];
+        }
+        if (t == 0) {
+          prow[HDV] = row_m[mt][r] == -INFINITY ? -INFINITY : row_m[mt][r] * to_ln;
+          prow[HDV + 1] = l;
+        }
+        continue;
+      }
       T* orow = og + row_i[mt][r] * a.os;
 #pragma unroll
       for (int i = 0; i < HDV / 8; ++i) {

@@ -38,6 +38,10 @@ struct KVEncodeJob {
 // The most key splits of a fused decode attention (its combine keeps one weight a split in shared memory).
 constexpr int kKVMaxSplits = 256;
 
+// Query positions one block of a long window's tiled read takes (kv_quant_prefix_mma.cuh): 16 / G for
+// each of its four warps, G = Hq / Hkv.
+constexpr int kv_prefix_block_positions(int G) { return 4 * (16 / G); }
+
 // The fused decode attention's arguments (kv_quant_attention.cuh, kv_quant_attention_mma.cuh).
 struct KVAttnArgs {
   const void* q;  // [B, Hq, L, D], strides (b, h) and qs_l (position), last dim contiguous
