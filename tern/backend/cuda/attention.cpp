@@ -177,8 +177,12 @@ void sdpa(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scal
 
 void sdpa_partial(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, float scale,
                   const ops::AttentionMask& mask, float softcap, float* partial) {
-  const Tensor q = last_dim_contiguous(q_in), k = last_dim_contiguous(k_in), v = last_dim_contiguous(v_in);
+  Tensor q = last_dim_contiguous(q_in), k = last_dim_contiguous(k_in), v = last_dim_contiguous(v_in);
   SdpaParams p = params(q, k, v);
+  if (!flash_eligible(q.dtype(), p)) {  // strides or offsets the tensor-core kernel cannot step: dense copies
+    q = q.contiguous(), k = k.contiguous(), v = v.contiguous();
+    p = params(q, k, v);
+  }
   TERN_CHECK(q.device().is_cuda() && q.dtype() == k.dtype() && q.dtype() == v.dtype() && !mask.bias.defined() &&
                  !mask.kv_len.defined() && p.Hkv > 0 && p.Hq % p.Hkv == 0 && p.Lq >= 16 && p.Dv <= 256 &&
                  flash_eligible(q.dtype(), p),

@@ -7,6 +7,10 @@ void sdpa(const Tensor&, const Tensor&, const Tensor&, float, const ops::Attenti
   throw Error("[sdpa] needs a CUDA build");
 }
 
+void sdpa_partial(const Tensor&, const Tensor&, const Tensor&, float, const ops::AttentionMask&, float, float*) {
+  throw Error("[sdpa] needs a CUDA build");
+}
+
 bool sdpa_takes_wide_heads(const Tensor&, const Tensor&, const Tensor&, const ops::AttentionMask&) { return false; }
 
 }  // namespace tern::cuda

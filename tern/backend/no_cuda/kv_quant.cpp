@@ -18,5 +18,9 @@ void kv_decode_attention(const Tensor&, const Tensor&, const ops::KVRowCodec&, c
                          const Tensor&, const Tensor&, float, float, const Tensor&, int64_t, Tensor&, Tensor*, Tensor*) {
   TERN_THROW("[kv_decode_attention] needs a CUDA build");
 }
+void kv_window_attention(const Tensor&, const Tensor&, const ops::KVRowCodec&, const Tensor&, const ops::KVRowCodec&,
+                         const Tensor&, const Tensor&, float, float, Tensor&) {
+  TERN_THROW("[kv_window_attention] needs a CUDA build");
+}
 
 }  // namespace tern::cuda
