@@ -84,8 +84,8 @@ bool kv_ring_steps_supported(const Device& device);
 // rotated domain with each output row rotated back once when deferred, else decoded to its own domain.
 // The CPU reads the packed rows block by block, never decoding the prefix whole; so does CUDA without a
 // sliding mask where cuda::kv_window_tiled says so (the fused decode kernel for windows of up to 16
-// positions, the tiled prefix read and the flash prefill for longer ones), else it decodes the prefix into
-// a temporary (keys and values to their own domain) and runs the flash sdpa.
+// positions; with TERN_CUDA_KV_PREFIX_READ=1 the tiled prefix read and the flash prefill for longer ones),
+// else it decodes the prefix into a temporary (keys and values to their own domain) and runs the flash sdpa.
 Tensor kv_window_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& key_codec, const Tensor& v_rows,
                            const KVRowCodec& value_codec, const Tensor& k_new, const Tensor& v_new, float scale,
                            float softcap = 0.0f, int64_t window = 0, bool deferred = false);
@@ -112,7 +112,7 @@ bool kv_ring_steps();
 // decoded temporary: head dims 64 or 128, bf16 queries and the codecs and groups the tensor-core decode
 // read takes, and either 2 <= L <= 16 (the fused decode kernel over L query positions; TERN_CUDA_KV_WINDOW_READ
 // not 0) or L > 16 (the stored rows by the tiled prefix read, 4 x 16 / G positions a block, and the window's
-// own keys by the flash prefill, merged by one combine; TERN_CUDA_KV_PREFIX_READ not 0, B Hq L <= 2^24).
+// own keys by the flash prefill, merged by one combine; TERN_CUDA_KV_PREFIX_READ=1, B Hq L <= 2^24).
 bool kv_window_tiled(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec, const Tensor& v_rows,
                      const ops::KVRowCodec& value_codec);
 // kv_window_attention's tiled read (where kv_window_tiled says so) into out [B, Hq, L, D] of q's dtype.

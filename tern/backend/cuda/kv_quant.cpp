@@ -89,9 +89,12 @@ bool kv_window_tiled(const Tensor& q, const Tensor& k_rows, const ops::KVRowCode
                      const ops::KVRowCodec& value_codec) {
   const int64_t L = q.size(2);
   const bool short_window = L <= kKVMmaWindowMax;
-  if (!switched_on(short_window ? "TERN_CUDA_KV_WINDOW_READ" : "TERN_CUDA_KV_PREFIX_READ") || L < 2 ||
-      key_codec.dim > 128)
-    return false;
+  // The long windows' read only with TERN_CUDA_KV_PREFIX_READ=1: it measured slower than the decoded
+  // temporary (H100, 2026-12-06: 8B prefill of 32,768 tokens with affine4 storage, 11,000 against 16,209
+  // tok/s; docs/cuda.md), and is kept for its memory (no bf16 prefix) and as the base of a faster one.
+  const char* prefix = std::getenv("TERN_CUDA_KV_PREFIX_READ");
+  const bool on = short_window ? switched_on("TERN_CUDA_KV_WINDOW_READ") : prefix && std::string(prefix) == "1";
+  if (!on || L < 2 || key_codec.dim > 128) return false;
   if (key_codec.kind == ops::KVRowCodec::turbo_value && !kv_decode_reads_rotated_keys()) return false;
   KVAttnLaunch p;
   p.k_rows = k_rows.data<uint8_t>();
