@@ -79,6 +79,36 @@ bool switched_on(const char* name) {
   return !(e && std::string(e) == "0");
 }
 
+// The launch fields every read over packed rows k_rows / v_rows [S, B, Hkv, row bytes] sets from q
+// [B, Hq, L, D] (last dim contiguous), its codecs and its scale.
+KVAttnLaunch read_launch(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec, const Tensor& v_rows,
+                         const ops::KVRowCodec& value_codec, float scale = 1.0f, float softcap = 0.0f) {
+  KVAttnLaunch p;
+  p.q = q.data_ptr();
+  p.qs[0] = q.stride(0), p.qs[1] = q.stride(1), p.qs_l = q.stride(2);
+  p.L = q.size(2);
+  p.k_rows = k_rows.data<uint8_t>();
+  p.v_rows = v_rows.data<uint8_t>();
+  p.B = q.size(0), p.Hq = q.size(1), p.Hkv = k_rows.size(2), p.S = k_rows.size(0);
+  p.scale = scale;
+  p.softcap = softcap;
+  p.kc = codec_args(key_codec);
+  p.vc = codec_args(value_codec);
+  return p;
+}
+
+// Splits of n_keys keys for a read that wants `want` of them (TERN_CUDA_KV_SPLITS=N asks for N, for
+// benchmarks and tests): at most max_splits, each >= 64 keys and none empty; with tiles, each a whole
+// number of kKVMmaTileKeys staged keys. Sets p.chunk and returns the split count.
+int key_splits(KVAttnLaunch& p, int64_t want, int64_t n_keys, int64_t max_splits, bool tiles) {
+  if (const char* e = std::getenv("TERN_CUDA_KV_SPLITS")) want = std::max(1, std::atoi(e));
+  const int64_t n = std::max<int64_t>(1, std::min<int64_t>({want, (n_keys + 63) / 64, max_splits}));
+  int64_t chunk = std::max<int64_t>(1, (n_keys + n - 1) / n);
+  if (tiles) chunk = (chunk + kKVMmaTileKeys - 1) / kKVMmaTileKeys * kKVMmaTileKeys;
+  p.chunk = chunk;
+  return static_cast<int>(std::max<int64_t>(1, (n_keys + chunk - 1) / chunk));
+}
+
 }  // namespace
 
 bool kv_decode_reads_rotated_keys() { return switched_on("TERN_CUDA_KV_ROTATED_KEYS"); }
@@ -96,12 +126,7 @@ bool kv_window_tiled(const Tensor& q, const Tensor& k_rows, const ops::KVRowCode
   const bool on = short_window ? switched_on("TERN_CUDA_KV_WINDOW_READ") : prefix && std::string(prefix) == "1";
   if (!on || L < 2 || key_codec.dim > 128) return false;
   if (key_codec.kind == ops::KVRowCodec::turbo_value && !kv_decode_reads_rotated_keys()) return false;
-  KVAttnLaunch p;
-  p.k_rows = k_rows.data<uint8_t>();
-  p.v_rows = v_rows.data<uint8_t>();
-  p.Hq = q.size(1), p.Hkv = k_rows.size(2), p.S = k_rows.size(0);
-  p.kc = codec_args(key_codec);
-  p.vc = codec_args(value_codec);
+  const KVAttnLaunch p = read_launch(q, k_rows, key_codec, v_rows, value_codec);
   if (!kv_mma_attention_supported(q.dtype(), p)) return false;  // it also bounds G = Hq / Hkv to 1-16
   const int64_t G = p.Hq / p.Hkv;
   const int64_t per = short_window ? 16 / G : kernels::kv_prefix_block_positions(static_cast<int>(G));
@@ -155,27 +180,12 @@ void kv_window_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KV
   // domain, so the combine rotates nothing.
   const Tensor q = last_dim_contiguous(q_in);
   const int64_t D = key_codec.dim;
-  KVAttnLaunch p;
-  p.q = q.data_ptr();
-  p.qs[0] = q.stride(0), p.qs[1] = q.stride(1), p.qs_l = q.stride(2);
-  p.L = q.size(2);
-  p.k_rows = k_rows.data<uint8_t>();
-  p.v_rows = v_rows.data<uint8_t>();
-  p.B = q.size(0), p.Hq = q.size(1), p.Hkv = k_rows.size(2), p.S = k_rows.size(0);
-  p.scale = scale;
-  p.softcap = softcap;
-  p.kc = codec_args(key_codec);
-  p.vc = codec_args(value_codec);
+  KVAttnLaunch p = read_launch(q, k_rows, key_codec, v_rows, value_codec, scale, softcap);
   // Splits only where the blocks of one split leave the SMs short of about three each (a prefill chunk's
-  // thousands of positions take one); each keeps >= 64 keys. TERN_CUDA_KV_SPLITS=N asks for N (tests).
+  // thousands of positions take one); one split is left for the window's own keys.
   const int64_t per = kernels::kv_prefix_block_positions(static_cast<int>(p.Hq / p.Hkv));
   const int64_t blocks = p.B * p.Hkv * ((p.L + per - 1) / per), sms = device_props().multiProcessorCount;
-  int64_t want = (3 * sms + blocks - 1) / blocks;
-  if (const char* e = std::getenv("TERN_CUDA_KV_SPLITS")) want = std::max(1, std::atoi(e));
-  const int64_t n = std::max<int64_t>(1, std::min<int64_t>({want, (p.S + 63) / 64, kernels::kKVMaxSplits - 1}));
-  const int64_t chunk = ((p.S + n - 1) / n + kKVMmaTileKeys - 1) / kKVMmaTileKeys * kKVMmaTileKeys;
-  p.chunk = chunk;
-  const int splits = static_cast<int>((p.S + chunk - 1) / chunk);
+  const int splits = key_splits(p, (3 * sms + blocks - 1) / blocks, p.S, kernels::kKVMaxSplits - 1, true);
   const int64_t rows = p.B * p.Hq * p.L;
   Tensor workspace = Tensor::empty({splits + 1, rows, D + 2}, Dtype::f32, q.device());
   const TurboTables tables = attention_tables(key_codec, value_codec);
@@ -200,12 +210,7 @@ void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KV
              "got {} and {}",
              D, value_codec.dim);
   const Tensor q = last_dim_contiguous(q_in);
-  KVAttnLaunch p;
-  p.q = q.data_ptr();
-  p.qs[0] = q.stride(0), p.qs[1] = q.stride(1), p.qs_l = q.stride(2);
-  p.L = q.size(2);
-  p.k_rows = k_rows.data<uint8_t>();
-  p.v_rows = v_rows.data<uint8_t>();
+  KVAttnLaunch p = read_launch(q, k_rows, key_codec, v_rows, value_codec, scale, softcap);
   Tensor k_new, v_new;
   if (k_new_in.defined() && k_new_in.size(2) > 0) {
     // the kernel reads the new position in q's dtype
@@ -219,11 +224,6 @@ void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KV
   if (lengths.defined()) p.lengths = lengths.data<int32_t>();
   p.ring = ring;
   p.out = out.data_ptr();
-  p.B = q.size(0), p.Hq = q.size(1), p.Hkv = k_rows.size(2), p.S = k_rows.size(0);
-  p.scale = scale;
-  p.softcap = softcap;
-  p.kc = codec_args(key_codec);
-  p.vc = codec_args(value_codec);
   // One wave: the tensor-core read fills the SMs' block slots without starting a second, partial wave
   // (its occupancy decides); the CUDA-core read aims at about three blocks per SM. Every split keeps
   // >= 64 keys (16 per warp) and none is empty. TERN_CUDA_KV_SPLITS=N asks for N splits (within those
@@ -264,13 +264,9 @@ void kv_decode_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KV
   const int64_t heads = mma ? p.Hq / p.Hkv : kv_attention_heads_per_block(D), G = p.Hq / p.Hkv;
   const int64_t tiles = p.L > 1 ? (p.L + 16 / G - 1) / (16 / G) : 1;
   const int64_t blocks = p.B * p.Hkv * ((G + heads - 1) / heads) * tiles;
-  int64_t want = mma ? std::max<int64_t>(1, sms * kv_mma_blocks_per_sm(p) / blocks) : (3 * sms + blocks - 1) / blocks;
-  if (const char* e = std::getenv("TERN_CUDA_KV_SPLITS")) want = std::max(1, std::atoi(e));  // for benchmarks
-  const int64_t n = std::max<int64_t>(1, std::min<int64_t>({want, (n_keys + 63) / 64, kernels::kKVMaxSplits}));
-  int64_t chunk = std::max<int64_t>(1, (n_keys + n - 1) / n);
-  if (mma) chunk = (chunk + kKVMmaTileKeys - 1) / kKVMmaTileKeys * kKVMmaTileKeys;  // whole staged tiles
-  p.chunk = chunk;
-  const int splits = static_cast<int>(std::max<int64_t>(1, (n_keys + chunk - 1) / chunk));
+  const int64_t want =
+      mma ? std::max<int64_t>(1, sms * kv_mma_blocks_per_sm(p) / blocks) : (3 * sms + blocks - 1) / blocks;
+  const int splits = key_splits(p, want, n_keys, kernels::kKVMaxSplits, mma);  // mma: whole staged tiles
   Tensor workspace = Tensor::empty({splits, p.B * p.Hq * p.L, D + 2}, Dtype::f32, q.device());
   if (mma) {
     launch_kv_mma_attention(q.dtype(), p, attention_tables(key_codec, value_codec), splits, workspace.data<float>(),

@@ -337,7 +337,6 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
 
   // Row sums across the 4 threads of each row group, then normalise and store (or store the partial).
   T* og = static_cast<T*>(a.out) + ((b * a.Hq + h) * a.Lq) * a.os;
-  float* pg = a.partial + ((b * a.Hq + h) * a.Lq) * (HDV + 2);
   // A partial's max in the natural-log domain: the scores entered exp2 as s * mult.
   const float to_ln = pre ? 0.6931471805599453f : a.scale;
 #pragma unroll
@@ -350,7 +349,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32) attention_flash_kernel(Flash
       const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       if (row_i[mt][r] >= a.Lq) continue;
       if (a.partial) {
-        float* prow = pg + row_i[mt][r] * (HDV + 2);
+        float* prow = a.partial + ((b * a.Hq + h) * a.Lq + row_i[mt][r]) * (HDV + 2);
 #pragma unroll
         for (int i = 0; i < HDV / 8; ++i) {
           const int d = i * 8 + 2 * t;
