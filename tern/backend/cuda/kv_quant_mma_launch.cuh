@@ -40,9 +40,9 @@ inline int64_t kv_mma_position_tiles(const KVAttnLaunch& p) {
   return (p.L + per - 1) / per;
 }
 
-template <int HD, typename KC, typename VC, bool WINDOW = false>
-auto kv_mma_kernel() {
-  auto kernel = kernels::kv_decode_attention_mma_kernel<__nv_bfloat16, HD, KC, VC, WINDOW>;
+// Lets `kernel` have the opt-in limit of dynamic shared memory (its row layouts vary the size), once.
+template <typename Kernel>
+Kernel with_optin_smem(Kernel kernel) {
   static const bool configured = [&] {
     int optin = 0;
     TERN_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
@@ -55,6 +55,11 @@ auto kv_mma_kernel() {
   }();
   (void)configured;
   return kernel;
+}
+
+template <int HD, typename KC, typename VC, bool WINDOW = false>
+auto kv_mma_kernel() {
+  return with_optin_smem(kernels::kv_decode_attention_mma_kernel<__nv_bfloat16, HD, KC, VC, WINDOW>);
 }
 
 // The decode instance, or (p.L > 1) the window read's: head dims up to 128 only (cuda::kv_decode_attention
@@ -127,19 +132,9 @@ void run_kv_mma(const KVAttnLaunch& p, const TurboTables& t, int n_splits, float
 template <int HD>
 void run_kv_prefix(const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace, cudaStream_t s) {
   with_kv_mma_codecs(p, [&]<typename KC, typename VC>() {
-    auto kernel = kernels::kv_prefix_attention_mma_kernel<__nv_bfloat16, HD, KC, VC>;
+    auto kernel = with_optin_smem(kernels::kv_prefix_attention_mma_kernel<__nv_bfloat16, HD, KC, VC>);
     const int k_stage = kernels::kv_stage_stride(p.kc.row_bytes), v_stage = kernels::kv_stage_stride(p.vc.row_bytes);
     const size_t smem = kernels::kv_prefix_smem_bytes<HD, KC, VC>(k_stage, v_stage);
-    static const bool configured = [&] {  // the opt-in limit, as kv_mma_kernel: row layouts vary the size
-      int optin = 0;
-      TERN_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
-      cudaFuncAttributes attr{};
-      TERN_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
-      TERN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           optin - static_cast<int>(attr.sharedSizeBytes)));
-      return true;
-    }();
-    (void)configured;
     const int per = kernels::kv_prefix_block_positions(static_cast<int>(p.Hq / p.Hkv));
     const dim3 grid(static_cast<unsigned>(n_splits), static_cast<unsigned>(p.Hkv),
                     static_cast<unsigned>(p.B * ((p.L + per - 1) / per)));

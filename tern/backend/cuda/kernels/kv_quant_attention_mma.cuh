@@ -105,6 +105,54 @@ __device__ __forceinline__ uint32_t with_half(uint32_t x, int hi, float value) {
   return hi ? (x & 0xFFFFu) | (h << 16) : (x & 0xFFFF0000u) | h;
 }
 
+// One warp's 16-key tile of staged packed rows (ck keys, cv values, row strides k_stage / v_stage):
+// Q K^T against the warp's query fragments sqf, the online softmax (masked(rr, j) applied unless `full`),
+// and O += P V. Unless `full`, mend_key(kb, j) and mend_value(v, j, half) may replace the fragments of
+// rows that were not staged (key j; value j in half `half` of each word).
+template <int HD, typename KC, typename VC, typename Masked, typename MendKey, typename MendValue>
+__device__ __forceinline__ void kv_mma_tile(const uint8_t* ck, const uint8_t* cv, int k_stage, int v_stage, int k_shift,
+                                            int v_shift, const uint32_t* key_table, const uint32_t* table,
+                                            const uint4* sqf, int n0, bool full, float scale, float softcap,
+                                            float (&o)[HD / 8][4], float (&row_m)[2], float (&row_l)[2],
+                                            Masked masked, MendKey mend_key, MendValue mend_value) {
+  constexpr int BN = kKVWarpKeys, VD = HD / 8;
+  const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
+  // Both n-tiles' keys decoded first, so that their two chains of HD / 16 dependent mma interleave
+  // and each query fragment is read once per tile.
+  float s[BN / 8][4];
+  uint32_t kb[BN / 8][HD / 16][2];
+#pragma unroll
+  for (int nn = 0; nn < BN / 8; ++nn) {
+    s[nn][0] = s[nn][1] = s[nn][2] = s[nn][3] = 0.0f;
+    const int r = nn * 8 + g;  // the key this lane feeds to n-tile nn
+    KC::template decode<HD>(ck + r * k_stage, tq, k_shift, key_table, kb[nn]);
+    if (!full) mend_key(kb[nn], n0 + r);
+  }
+#pragma unroll
+  for (int kk = 0; kk < HD / 16; ++kk) {
+    const uint4 q4 = sqf[kk * 32 + lane];
+    const uint32_t qa[4] = {q4.x, q4.y, q4.z, q4.w};
+#pragma unroll
+    for (int nn = 0; nn < BN / 8; ++nn) mma16816<__half>(s[nn], qa, kb[nn][kk][0], kb[nn][kk][1]);
+  }
+  if (full) {  // nothing in the tile is hidden
+    decode_softmax<HD, BN>(s, n0, scale, softcap, o, row_m, row_l, [](int, int) { return false; });
+  } else {
+    decode_softmax<HD, BN>(s, n0, scale, softcap, o, row_m, row_l, masked);
+  }
+  const uint32_t pa[4] = {pack2<__half>(s[0][0], s[0][1]), pack2<__half>(s[0][2], s[0][3]),
+                          pack2<__half>(s[1][0], s[1][1]), pack2<__half>(s[1][2], s[1][3])};
+  uint32_t v0[VD], v1[VD];  // keys 2 tq, 2 tq + 1 and 2 tq + 8, 2 tq + 9
+  VC::template decode2<HD>(cv + 2 * tq * v_stage, cv + (2 * tq + 1) * v_stage, g, v_shift, table, v0);
+  VC::template decode2<HD>(cv + (2 * tq + 8) * v_stage, cv + (2 * tq + 9) * v_stage, g, v_shift, table, v1);
+  if (!full) {
+    mend_value(v0, n0 + 2 * tq, 0), mend_value(v0, n0 + 2 * tq + 1, 1);
+    mend_value(v1, n0 + 2 * tq + 8, 0), mend_value(v1, n0 + 2 * tq + 9, 1);
+  }
+#pragma unroll
+  for (int j = 0; j < VD; ++j) mma16816<__half>(o[j], pa, v0[j], v1[j]);
+}
+
 // a.chunk is a multiple of kKVTileKeys; k_stage / v_stage the staged row strides (kv_stage_stride);
 // k_gran / v_gran the cp.async widths (4, 8 or 16) that divide the packed row sizes and the rows'
 // alignment; k_shift / v_shift log2 of the groups. Three blocks per SM (168 registers) below head dim
@@ -282,40 +330,12 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
     const uint8_t* cv = ck + BN * k_stage;
     const bool full = n0 + BN <= hi && (skip < n0 || skip >= n0 + BN);  // uniform across the warp
 
-    // Both n-tiles' keys decoded first, so that their two chains of HD / 16 dependent mma interleave
-    // and each query fragment is read once per tile.
-    float s[BN / 8][4];
-    uint32_t kb[BN / 8][HD / 16][2];
-#pragma unroll
-    for (int nn = 0; nn < BN / 8; ++nn) {
-      s[nn][0] = s[nn][1] = s[nn][2] = s[nn][3] = 0.0f;
-      const int r = nn * 8 + g;  // the key this lane feeds to n-tile nn
-      KC::template decode<HD>(ck + r * k_stage, tq, k_shift, key_table, kb[nn]);
-      if (!full && n0 + r >= hi) fix_key(kb[nn], n0 + r);
-    }
-#pragma unroll
-    for (int kk = 0; kk < HD / 16; ++kk) {
-      const uint4 q4 = sqf[kk * 32 + lane];
-      const uint32_t qa[4] = {q4.x, q4.y, q4.z, q4.w};
-#pragma unroll
-      for (int nn = 0; nn < BN / 8; ++nn) mma16816<__half>(s[nn], qa, kb[nn][kk][0], kb[nn][kk][1]);
-    }
-    if (full) {  // nothing in the tile is hidden
-      decode_softmax<HD, BN>(s, n0, a.scale, a.softcap, o, row_m, row_l, [](int, int) { return false; });
-    } else {
-      decode_softmax<HD, BN>(s, n0, a.scale, a.softcap, o, row_m, row_l, masked);
-    }
-    const uint32_t pa[4] = {pack2<__half>(s[0][0], s[0][1]), pack2<__half>(s[0][2], s[0][3]),
-                            pack2<__half>(s[1][0], s[1][1]), pack2<__half>(s[1][2], s[1][3])};
-    uint32_t v0[VD], v1[VD];  // keys 2 tq, 2 tq + 1 and 2 tq + 8, 2 tq + 9
-    VC::template decode2<HD>(cv + 2 * tq * v_stage, cv + (2 * tq + 1) * v_stage, g, v_shift, table, v0);
-    VC::template decode2<HD>(cv + (2 * tq + 8) * v_stage, cv + (2 * tq + 9) * v_stage, g, v_shift, table, v1);
-    if (!full) {
-      fix_value(v0, n0 + 2 * tq, 0), fix_value(v0, n0 + 2 * tq + 1, 1);
-      fix_value(v1, n0 + 2 * tq + 8, 0), fix_value(v1, n0 + 2 * tq + 9, 1);
-    }
-#pragma unroll
-    for (int j = 0; j < VD; ++j) mma16816<__half>(o[j], pa, v0[j], v1[j]);
+    kv_mma_tile<HD, KC, VC>(ck, cv, k_stage, v_stage, k_shift, v_shift, key_table, table, sqf, n0, full, a.scale,
+                            a.softcap, o, row_m, row_l, masked,
+                            [&](uint32_t(&kb)[HD / 16][2], int j) {
+                              if (j >= hi) fix_key(kb, j);
+                            },
+                            fix_value);
     __syncwarp();  // two tiles on, this buffer is staged again
     buf = buf + 1 == kKVStages ? 0 : buf + 1;
   }

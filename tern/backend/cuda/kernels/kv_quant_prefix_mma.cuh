@@ -117,7 +117,8 @@ __global__ void __launch_bounds__(kFlashWarps * 32, 3)
   for (int i = 0; i < HD / 8; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   float row_m[2] = {-INFINITY, -INFINITY}, row_l[2] = {0.0f, 0.0f};
   auto past_end = [&](int, int j) { return j >= j1; };
-  // A value row past j1 was never staged (whatever the buffer holds, p = 0 must not meet a NaN).
+  // A key past j1 is hidden; a value row past j1 was never staged (whatever the buffer holds, p = 0 must
+  // not meet a NaN).
   auto zero_past_end = [&](uint32_t(&v)[VD], int j, int half) {
     if (j < j1) return;
 #pragma unroll
@@ -136,37 +137,9 @@ __global__ void __launch_bounds__(kFlashWarps * 32, 3)
       if (s0 >= j1) break;  // uniform across the block
       const uint8_t* ck = buffer(w, buf);
       const uint8_t* cv = ck + BN * k_stage;
-      const bool full = s0 + BN <= j1;
-      float s[BN / 8][4];
-      uint32_t kb[BN / 8][HD / 16][2];
-#pragma unroll
-      for (int nn = 0; nn < BN / 8; ++nn) {
-        s[nn][0] = s[nn][1] = s[nn][2] = s[nn][3] = 0.0f;
-        KC::template decode<HD>(ck + (nn * 8 + g) * k_stage, tq, k_shift, key_table, kb[nn]);
-      }
-#pragma unroll
-      for (int kk = 0; kk < HD / 16; ++kk) {
-        const uint4 q4 = sqf[kk * 32 + lane];
-        const uint32_t qa[4] = {q4.x, q4.y, q4.z, q4.w};
-#pragma unroll
-        for (int nn = 0; nn < BN / 8; ++nn) mma16816<__half>(s[nn], qa, kb[nn][kk][0], kb[nn][kk][1]);
-      }
-      if (full) {
-        decode_softmax<HD, BN>(s, s0, a.scale, a.softcap, o, row_m, row_l, [](int, int) { return false; });
-      } else {
-        decode_softmax<HD, BN>(s, s0, a.scale, a.softcap, o, row_m, row_l, past_end);
-      }
-      const uint32_t pa[4] = {pack2<__half>(s[0][0], s[0][1]), pack2<__half>(s[0][2], s[0][3]),
-                              pack2<__half>(s[1][0], s[1][1]), pack2<__half>(s[1][2], s[1][3])};
-      uint32_t v0[VD], v1[VD];  // keys 2 tq, 2 tq + 1 and 2 tq + 8, 2 tq + 9
-      VC::template decode2<HD>(cv + 2 * tq * v_stage, cv + (2 * tq + 1) * v_stage, g, v_shift, table, v0);
-      VC::template decode2<HD>(cv + (2 * tq + 8) * v_stage, cv + (2 * tq + 9) * v_stage, g, v_shift, table, v1);
-      if (!full) {
-        zero_past_end(v0, s0 + 2 * tq, 0), zero_past_end(v0, s0 + 2 * tq + 1, 1);
-        zero_past_end(v1, s0 + 2 * tq + 8, 0), zero_past_end(v1, s0 + 2 * tq + 9, 1);
-      }
-#pragma unroll
-      for (int j = 0; j < VD; ++j) mma16816<__half>(o[j], pa, v0[j], v1[j]);
+      kv_mma_tile<HD, KC, VC>(ck, cv, k_stage, v_stage, k_shift, v_shift, key_table, table, sqf, s0, s0 + BN <= j1,
+                              a.scale, a.softcap, o, row_m, row_l, past_end, [](uint32_t(&)[HD / 16][2], int) {},
+                              zero_past_end);
     }
     __syncthreads();  // every warp is done with this tile's buffers: they are staged again
     buf = buf + 1 == kKVStages ? 0 : buf + 1;
