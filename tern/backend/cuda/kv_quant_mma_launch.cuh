@@ -40,10 +40,12 @@ inline int64_t kv_mma_position_tiles(const KVAttnLaunch& p) {
   return (p.L + per - 1) / per;
 }
 
-// Lets `kernel` have the opt-in limit of dynamic shared memory (its row layouts vary the size), once.
-template <typename Kernel>
-Kernel with_optin_smem(Kernel kernel) {
-  static const bool configured = [&] {
+// Lets Kernel have the opt-in limit of dynamic shared memory (its row layouts vary the size), once per
+// kernel (a template on the kernel itself: instances of one signature share a pointer type).
+template <auto Kernel>
+auto with_optin_smem() {
+  constexpr auto kernel = Kernel;
+  static const bool configured = [] {
     int optin = 0;
     TERN_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
     // The opt-in limit covers the kernel's static shared memory too: the dynamic part gets the rest.
@@ -59,7 +61,7 @@ Kernel with_optin_smem(Kernel kernel) {
 
 template <int HD, typename KC, typename VC, bool WINDOW = false>
 auto kv_mma_kernel() {
-  return with_optin_smem(kernels::kv_decode_attention_mma_kernel<__nv_bfloat16, HD, KC, VC, WINDOW>);
+  return with_optin_smem<kernels::kv_decode_attention_mma_kernel<__nv_bfloat16, HD, KC, VC, WINDOW>>();
 }
 
 // The decode instance, or (p.L > 1) the window read's: head dims up to 128 only (cuda::kv_decode_attention
@@ -132,7 +134,7 @@ void run_kv_mma(const KVAttnLaunch& p, const TurboTables& t, int n_splits, float
 template <int HD>
 void run_kv_prefix(const KVAttnLaunch& p, const TurboTables& t, int n_splits, float* workspace, cudaStream_t s) {
   with_kv_mma_codecs(p, [&]<typename KC, typename VC>() {
-    auto kernel = with_optin_smem(kernels::kv_prefix_attention_mma_kernel<__nv_bfloat16, HD, KC, VC>);
+    auto kernel = with_optin_smem<kernels::kv_prefix_attention_mma_kernel<__nv_bfloat16, HD, KC, VC>>();
     const int k_stage = kernels::kv_stage_stride(p.kc.row_bytes), v_stage = kernels::kv_stage_stride(p.vc.row_bytes);
     const size_t smem = kernels::kv_prefix_smem_bytes<HD, KC, VC>(k_stage, v_stage);
     const int per = kernels::kv_prefix_block_positions(static_cast<int>(p.Hq / p.Hkv));
