@@ -138,11 +138,32 @@ Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool 
   check_rows(rows, codec, "rows");
   TERN_CHECK(is_floating(dtype), "[kv-quant] expected a float decode dtype, got {}", dtype_name(dtype));
   Tensor out = Tensor::empty({rows.size(1), rows.size(2), rows.size(0), codec.dim}, dtype, rows.device());
-  if (out.numel() == 0) return out;
-  if (rows.device().is_cpu()) cpu::kv_decode(rows, codec, unrotate, out);
-  else
-    cuda::kv_decode(rows, device_codec(codec), unrotate, out);
+  kv_decode_into(rows, codec, out, unrotate);
   return out;
+}
+
+void kv_decode_into(const Tensor& rows, const KVRowCodec& codec, Tensor& out, bool unrotate) {
+  check_rows(rows, codec, "rows");
+  const Shape want{rows.size(1), rows.size(2), rows.size(0), codec.dim};
+  TERN_CHECK(out.defined() && is_floating(out.dtype()) && out.shape() == want && out.device() == rows.device(),
+             "[kv-quant] expected a float out {} on {}, got {}", shape_str(want), rows.device().str(),
+             out.defined() ? shape_str(out.shape()) + " " + dtype_name(out.dtype()) + " on " + out.device().str()
+                           : "none");
+  if (out.numel() == 0) return;
+  if (!rows.device().is_cpu()) {
+    const int64_t H = want[1], D = codec.dim;
+    TERN_CHECK(out.stride(3) == 1 && out.stride(2) == D && out.stride(1) % D == 0 && out.stride(1) / D >= want[2] &&
+                   (want[0] == 1 || out.stride(0) == H * out.stride(1)),
+               "[kv-quant] expected out's rows of {} elements one after another in each (b, h), got strides {}", D,
+               shape_str(out.strides()));
+    cuda::kv_decode(rows, device_codec(codec), unrotate, out);
+  } else if (out.is_contiguous()) {
+    cpu::kv_decode(rows, codec, unrotate, out);
+  } else {
+    Tensor t = Tensor::empty(want, out.dtype());
+    cpu::kv_decode(rows, codec, unrotate, t);
+    out.copy_from(t);
+  }
 }
 
 bool kv_decode_attention_supported(const KVRowCodec& key_codec, const KVRowCodec& value_codec, const Device& device) {
@@ -179,12 +200,17 @@ Tensor kv_window_attention(const Tensor& q, const Tensor& k_rows, const KVRowCod
                                 out);
       return out;
     }
-    // Otherwise the prefix decoded into a temporary, then the flash sdpa.
+    // Otherwise the prefix decoded into a temporary that the window's own positions follow, then the
+    // flash sdpa.
+    auto joined = [&](const Tensor& rows, const KVRowCodec& codec, const Tensor& fresh) {
+      Tensor t = Tensor::empty({B, Hkv, S + L, codec.dim}, fresh.dtype(), q.device());
+      Tensor head = t.narrow(2, 0, S), tail = t.narrow(2, S, L);
+      kv_decode_into(rows, codec, head);
+      tail.copy_from(fresh);
+      return t;
+    };
     Tensor k = k_new, v = v_new;
-    if (S > 0) {
-      k = concat({kv_decode(k_rows, key_codec, k_new.dtype()), k_new}, 2);
-      v = concat({kv_decode(v_rows, value_codec, v_new.dtype()), v_new}, 2);
-    }
+    if (S > 0) k = joined(k_rows, key_codec, k_new), v = joined(v_rows, value_codec, v_new);
     AttentionMask mask;
     mask.causal = true;
     mask.q_offset = S;

@@ -152,19 +152,51 @@ TEST_F(CudaKVQuant, EncodedAtPositionsMatchCpuStorage) {
   }
 }
 
+// Head dims 64-256 take the warp-a-row kernel, 96 (affine only: TurboQuant rotates powers of two) the
+// block-a-row one.
 TEST_F(CudaKVQuant, DecodeMatchesCpu) {
-  const int64_t B = 2, H = 2, S = 17, D = 128;
-  Tensor x = randn({B, H, S, D}, 31);
-  for (const KVRowCodec& c : all_codecs(D)) {
-    Tensor rows = Tensor::empty({S, B, H, c.row_bytes()}, Dtype::u8);
-    ops::kv_encode(x, c, rows);
-    Tensor g = rows.to(kGpu);
-    for (bool unrotate : {true, false}) {
-      EXPECT_LE(nmse(ops::kv_decode(rows, c, Dtype::f32, unrotate), ops::kv_decode(g, c, Dtype::f32, unrotate)), 1e-12)
-          << "kind " << c.kind << " bits " << c.bits;
-      EXPECT_LE(nmse(ops::kv_decode(rows, c, Dtype::f32, unrotate), ops::kv_decode(g, c, Dtype::bf16, unrotate)), 1e-4);
+  const int64_t B = 2, H = 2, S = 17;
+  for (int64_t D : {64, 96, 128, 256}) {
+    Tensor x = randn({B, H, S, D}, 31 + D);
+    for (const KVRowCodec& c : all_codecs(D)) {
+      if (D == 96 && c.kind != KVRowCodec::affine) continue;
+      Tensor rows = Tensor::empty({S, B, H, c.row_bytes()}, Dtype::u8);
+      ops::kv_encode(x, c, rows);
+      Tensor g = rows.to(kGpu);
+      for (bool unrotate : {true, false}) {
+        const Tensor want = ops::kv_decode(rows, c, Dtype::f32, unrotate);
+        EXPECT_LE(nmse(want, ops::kv_decode(g, c, Dtype::f32, unrotate)), 1e-12)
+            << "D " << D << " kind " << c.kind << " bits " << c.bits << " unrotate " << unrotate;
+        EXPECT_LE(nmse(want, ops::kv_decode(g, c, Dtype::bf16, unrotate)), 1e-4) << "D " << D << " kind " << c.kind;
+      }
     }
   }
+}
+
+// Decoding into positions [0, S) of a longer buffer (the window read's temporary) leaves the rest alone.
+TEST_F(CudaKVQuant, DecodeIntoALongerBufferMatchesCpu) {
+  const int64_t B = 2, H = 3, S = 21, T = 5, D = 128;
+  Tensor x = randn({B, H, S, D}, 7);
+  for (const KVRowCodec& c : {KVRowCodec{KVRowCodec::affine, 4, 64, D}, KVRowCodec{KVRowCodec::turbo_value, 3, 32, D}}) {
+    Tensor rows = Tensor::empty({S, B, H, c.row_bytes()}, Dtype::u8);
+    ops::kv_encode(x, c, rows);
+    Tensor fill = randn({B, H, S + T, D}, 9);
+    for (Dtype dt : {Dtype::f32, Dtype::bf16}) {
+      Tensor buf = ops::cast(fill, dt).to(kGpu);
+      Tensor head = buf.narrow(2, 0, S);
+      ops::kv_decode_into(rows.to(kGpu), c, head);
+      Tensor got = ops::cast(buf.to(Device::cpu()), Dtype::f32);
+      EXPECT_LE(nmse(ops::kv_decode(rows, c, Dtype::f32), got.narrow(2, 0, S).contiguous()), dt == Dtype::f32 ? 1e-12 : 1e-4)
+          << "kind " << c.kind << " " << dtype_name(dt);
+      const Tensor tail_want = ops::cast(ops::cast(fill, dt), Dtype::f32).narrow(2, S, T).contiguous();
+      EXPECT_EQ(nmse(tail_want, got.narrow(2, S, T).contiguous()), 0.0) << "the positions past S changed";
+    }
+  }
+  // A destination whose rows are not one after another is refused.
+  Tensor rows = Tensor::empty({S, B, H, KVRowCodec{KVRowCodec::affine, 8, 64, D}.row_bytes()}, Dtype::u8, kGpu);
+  Tensor wide = Tensor::empty({B, H, S, 2 * D}, Dtype::f32, kGpu);
+  Tensor strided = wide.narrow(3, 0, D);
+  EXPECT_THROW(ops::kv_decode_into(rows, KVRowCodec{KVRowCodec::affine, 8, 64, D}, strided), Error);
 }
 
 // t [B, H, S, D] as packed rows [S, B, H, row bytes], encoded on the CPU.

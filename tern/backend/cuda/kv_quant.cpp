@@ -164,8 +164,9 @@ void kv_encode_positions(const Tensor& k_in, const ops::KVRowCodec& key_codec, T
 
 void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, Tensor& out) {
   check_cuda(rows, "kv_decode");
+  check_cuda(out, "kv_decode");
   launch_kv_decode(out.dtype(), rows.data<uint8_t>(), rows.size(0), rows.size(1), rows.size(2), out.data_ptr(),
-                   codec_args(codec), turbo_tables(codec), unrotate, stream());
+                   out.stride(1) / codec.dim, codec_args(codec), turbo_tables(codec), unrotate, stream());
 }
 
 void kv_window_attention(const Tensor& q_in, const Tensor& k_rows, const ops::KVRowCodec& key_codec,

@@ -1,4 +1,6 @@
 // Launchers of the quantized KV kernels: encode, decode, and the fused decode attention with its combine.
+#include <cstdint>
+#include <type_traits>
 #include <utility>
 
 #include "tern/backend/cuda/dispatch.cuh"
@@ -18,12 +20,27 @@ void launch_kv_encode(Dtype dt, const KVEncodeJob* jobs, int count, int64_t B, i
   });
 }
 
-void launch_kv_decode(Dtype dt, const uint8_t* rows, int64_t S, int64_t B, int64_t H, void* out, const KVCodecArgs& c,
-                      const TurboTables& t, bool unrotate, cudaStream_t s) {
+void launch_kv_decode(Dtype dt, const uint8_t* rows, int64_t S, int64_t B, int64_t H, void* out, int64_t out_len,
+                      const KVCodecArgs& c, const TurboTables& t, bool unrotate, cudaStream_t s) {
+  const int64_t n = S * B * H;
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
-    launch_kernel(kernels::kv_decode_kernel<T>, static_cast<unsigned>(S * B * H), 128, 0, s, rows, S, B, H,
-                  static_cast<T*>(out), c, t, unrotate);
+    // A warp a row for head dims 32 W (W a power of two up to 16) when out holds W-element vectors.
+    auto rows_kernel = [&](auto w) {
+      constexpr int W = decltype(w)::value;
+      if (c.dim != 32 * W || reinterpret_cast<uintptr_t>(out) % (W * sizeof(T)) != 0) return false;
+      const auto blocks = static_cast<unsigned>((n + kernels::kKVDecodeRows - 1) / kernels::kKVDecodeRows);
+      launch_kernel(kernels::kv_decode_rows_kernel<T, W>, blocks, kernels::kKVDecodeRows * 32, 0, s, rows, S, B, H,
+                    static_cast<T*>(out), out_len, c, t, unrotate);
+      return true;
+    };
+    using std::integral_constant;
+    if (rows_kernel(integral_constant<int, 1>{}) || rows_kernel(integral_constant<int, 2>{}) ||
+        rows_kernel(integral_constant<int, 4>{}) || rows_kernel(integral_constant<int, 8>{}) ||
+        rows_kernel(integral_constant<int, 16>{}))
+      return;
+    launch_kernel(kernels::kv_decode_kernel<T>, static_cast<unsigned>(n), 128, 0, s, rows, S, B, H,
+                  static_cast<T*>(out), out_len, c, t, unrotate);
   });
 }
 

@@ -20,9 +20,9 @@ using kernels::KVEncodeJob;
 // t: the tables of the (at most one) TurboQuant value codec among them.
 void launch_kv_encode(Dtype dt, const KVEncodeJob* jobs, int count, int64_t B, int64_t H, int64_t L,
                       const TurboTables& t, cudaStream_t s);
-// rows [S, B, H, row_bytes] -> out [B, H, S, dim] of dt, contiguous.
-void launch_kv_decode(Dtype dt, const uint8_t* rows, int64_t S, int64_t B, int64_t H, void* out, const KVCodecArgs& c,
-                      const TurboTables& t, bool unrotate, cudaStream_t s);
+// rows [S, B, H, row_bytes] -> positions [0, S) of out [B, H, out_len, dim] of dt (contiguous, out_len >= S).
+void launch_kv_decode(Dtype dt, const uint8_t* rows, int64_t S, int64_t B, int64_t H, void* out, int64_t out_len,
+                      const KVCodecArgs& c, const TurboTables& t, bool unrotate, cudaStream_t s);
 
 // The fused decode attention (see ops::kv_decode_attention); D == Dv in {32, 64, 128, 256, 512}. With
 // L > 1 (the tensor-core kernel only) it is a window read: L query positions per row after the S stored

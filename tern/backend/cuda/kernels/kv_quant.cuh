@@ -325,11 +325,70 @@ __device__ __forceinline__ float decode_element(const uint8_t* row, const KVCode
   return book[load_code(row, i, c.bits)] * f16_value(first + 2 * g);
 }
 
-// One block per packed row r = (s * B + b) * H + h -> out [B, H, S, dim] contiguous; turbo values
-// rotated back when unrotate.
+// Packed rows r = (s * B + b) * H + h -> out [B, H, out_len >= S, dim] (last two dims contiguous; position s
+// of row (b, h) at ((b H + h) out_len + s) dim); turbo values rotated back when unrotate.
+//
+// kv_decode_rows_kernel: a warp a row (kKVDecodeRows rows a block), dim = 32 W, lane l holding elements
+// [W l, W l + W): it decodes them, runs the inverse rotation's butterflies in registers (stages below W
+// inside the lane, the others by shuffles, each element seeing block_rotate's correctly rounded f32 ops
+// in its order) and stores them in one vector. out aligned to W sizeof(T) bytes (the launcher checks).
+constexpr int kKVDecodeRows = 8;
+template <typename T, int W>
+__global__ void __launch_bounds__(kKVDecodeRows * 32)
+    kv_decode_rows_kernel(const uint8_t* rows, int64_t S, int64_t B, int64_t H, T* out, int64_t out_len,
+                          KVCodecArgs c, TurboTables t, bool unrotate) {
+  grid_dependency_wait();
+  __shared__ float book[256];
+  if (c.kind == 2)
+    for (int i = threadIdx.x; i < (1 << c.bits); i += blockDim.x) book[i] = t.book[i];
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kKVDecodeRows + (threadIdx.x >> 5);
+  if (r >= S * B * H) return;
+  const int64_t h = r % H, b = (r / H) % B, s = r / (H * B);
+  const uint8_t* in = rows + r * c.row_bytes;
+  float y[W];
+#pragma unroll
+  for (int m = 0; m < W; ++m) y[m] = decode_element(in, c, W * lane + m, book);
+  if (c.kind == 2 && unrotate) {
+#pragma unroll
+    for (int hs = 1; hs < W; hs *= 2) {
+#pragma unroll
+      for (int m = 0; m < W; ++m) {
+        if (m & hs) continue;
+        const float a = y[m], d = y[m + hs];
+        y[m] = __fadd_rn(a, d);
+        y[m + hs] = __fsub_rn(a, d);
+      }
+    }
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {  // stage h = d W: the partner is lane ^ d
+      const bool low = (lane & d) == 0;
+#pragma unroll
+      for (int m = 0; m < W; ++m) {
+        const float o = __shfl_xor_sync(0xffffffffu, y[m], d);
+        y[m] = low ? __fadd_rn(y[m], o) : __fsub_rn(o, y[m]);
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < W; ++m) {
+      const int e = W * lane + m;
+      const float v = __fmul_rn(y[m], t.norm);
+      y[m] = (t.signs[e >> 5] >> (e & 31)) & 1u ? -v : v;
+    }
+  }
+  struct alignas(W * sizeof(T)) Vec {
+    T v[W];
+  } o;
+#pragma unroll
+  for (int m = 0; m < W; ++m) o.v[m] = from_f32<T>(y[m]);
+  *reinterpret_cast<Vec*>(out + ((b * H + h) * out_len + s) * c.dim + W * lane) = o;
+}
+
+// kv_decode_kernel, any dim up to 1024: a block a row.
 template <typename T>
-__global__ void kv_decode_kernel(const uint8_t* rows, int64_t S, int64_t B, int64_t H, T* out, KVCodecArgs c,
-                                 TurboTables t, bool unrotate) {
+__global__ void kv_decode_kernel(const uint8_t* rows, int64_t S, int64_t B, int64_t H, T* out, int64_t out_len,
+                                 KVCodecArgs c, TurboTables t, bool unrotate) {
   grid_dependency_wait();
   __shared__ float row[1024];
   __shared__ float book[256];
@@ -341,7 +400,7 @@ __global__ void kv_decode_kernel(const uint8_t* rows, int64_t S, int64_t B, int6
   for (int i = threadIdx.x; i < c.dim; i += blockDim.x) row[i] = decode_element(in, c, i, book);
   __syncthreads();
   if (c.kind == 2 && unrotate) block_rotate(row, c.dim, t, true);
-  T* op = out + ((b * H + h) * S + s) * c.dim;
+  T* op = out + ((b * H + h) * out_len + s) * c.dim;
   for (int i = threadIdx.x; i < c.dim; i += blockDim.x) op[i] = from_f32<T>(row[i]);
 }
 
