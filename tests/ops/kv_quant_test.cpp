@@ -169,6 +169,38 @@ TEST(KVQuant, DecodeMatchesCodecAndRotatedReadStaysRotated) {
   }
 }
 
+// kv_decode_into positions [0, L) of a longer buffer: what kv_decode gives, the positions after untouched;
+// a destination of the wrong shape or dtype is refused with what it expected.
+TEST(KVQuant, DecodeIntoALongerBufferLeavesTheRest) {
+  const int64_t B = 2, H = 2, L = 5, T = 3, D = 64;
+  Tensor x = randn({B, H, L, D}, 12);
+  for (const KVRowCodec& c : codecs(D)) {
+    Tensor rows = Tensor::empty({L, B, H, c.row_bytes()}, Dtype::u8);
+    ops::kv_encode(x, c, rows);
+    for (Dtype dt : {Dtype::f32, Dtype::bf16}) {
+      const Tensor fill = ops::cast(randn({B, H, L + T, D}, 13), dt);
+      Tensor buf = fill.contiguous().clone();
+      Tensor head = buf.narrow(2, 0, L);
+      ops::kv_decode_into(rows, c, head);
+      const std::vector<float> want = ops::kv_decode(rows, c, dt).to_f32_vector();
+      const std::vector<float> got = buf.narrow(2, 0, L).contiguous().to_f32_vector();
+      EXPECT_EQ(got, want) << "kind " << c.kind << " bits " << c.bits;
+      EXPECT_EQ(buf.narrow(2, L, T).contiguous().to_f32_vector(), fill.narrow(2, L, T).contiguous().to_f32_vector());
+    }
+  }
+  const KVRowCodec c{KVRowCodec::affine, 8, 64, D};
+  Tensor rows = Tensor::empty({L, B, H, c.row_bytes()}, Dtype::u8);
+  ops::kv_encode(x, c, rows);
+  for (Tensor bad : {Tensor::empty({B, H, L + 1, D}, Dtype::f32), Tensor::empty({B, H, L, D}, Dtype::i32)}) {
+    try {
+      ops::kv_decode_into(rows, c, bad);
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("expected a float out [2, 2, 5, 64]"), std::string::npos) << e.what();
+    }
+  }
+}
+
 // softmax(q k^T * scale) v over decoded keys and own-domain values, then the unquantized new position.
 std::vector<double> naive_attention(const Tensor& q, const Tensor& k_rows, const KVRowCodec& kc, const Tensor& v_rows,
                                     const KVRowCodec& vc, const Tensor& k_new, const Tensor& v_new, float scale) {
