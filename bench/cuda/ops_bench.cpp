@@ -3,7 +3,7 @@
 // achieved rate and % of ceiling.
 // usage: tern_cuda_bench [--quick | --kv | --gemv | --skinny | --decode | --kv-splits | --prefill | --sampling |
 //                         --gemm-algos]
-//   --kv: the copy ceiling and the quantized-KV decode attention only
+//   --kv: the copy ceiling, the quantized-KV decode attention and the packed prefix decode only
 //   --gemv: the copy ceiling and a batch-1 layer's four decode products in sequence, over enough layers'
 //           weights that none stays in L2 (the decode step's regime), at Qwen3-8B and 0.6B shapes, and
 //           Qwen3-30B-A3B's attention products
@@ -545,6 +545,22 @@ int main(int argc, char** argv) {
         std::snprintf(name, sizeof name, "kv turbo k8v3 f32 q (cuda cores) B=%lld Lk=%lld", (long long)B, (long long)Lk);
         row(name, time_it([&] { ops::kv_decode_attention(q32, kr, turbo.k, vr, turbo.v, Tensor(), Tensor(), 0.088f); }),
             kr.nbytes() + vr.nbytes() + 4.0 * c.q.nbytes(), 0);
+      }
+    }
+    // The window read's temporary (ops::kv_window_attention without the tiled read): a packed prefix of
+    // 24,576 positions (the last chunk's of a 32k prefill in chunks of 8,192) decoded to bf16 at Qwen3-8B's
+    // 8 kv heads, into positions [0, S) of a buffer with the chunk's 8,192 after them.
+    std::printf("\n-- packed prefix decoded for a window read (8 kv heads, dim 128, 24,576 positions) --\n");
+    const int64_t S = 24576, T = 8192;
+    const Tensor x = randn_gpu({1, 8, S, 128}, Dtype::bf16, 17);
+    Tensor buf = Tensor::empty({1, 8, S + T, 128}, Dtype::bf16, kGpu);
+    Tensor head = buf.narrow(2, 0, S);
+    for (const KVScheme& sc : kKVSchemes) {
+      for (const ops::KVRowCodec* c : {&sc.k, &sc.v}) {
+        const Tensor rows = packed_rows(x, *c);
+        std::snprintf(name, sizeof name, "kv decode %s %s S=%lld", sc.name, c == &sc.k ? "keys" : "values",
+                      (long long)S);
+        row(name, time_it([&] { ops::kv_decode_into(rows, *c, head); }), rows.nbytes() + head.nbytes(), 0);
       }
     }
   }
