@@ -7,7 +7,9 @@
 # With VARIANT each tern row runs alternated as "main" (TERN) and "variant" (VARIANT), ROUNDS rounds
 # (default 2; bench/paired_rows.sh). Env: OUT (default /tmp/tern-goals: kv.jsonl and goals.log),
 # GOALS (default "0.6b 8b 8b-b32 moe kv hf"; the order they run in; also 32k and turbo32k: the 8B
-# batch-1 step at 32k with bf16 or TurboQuant storage, paired like the others), TIME_LEFT (seconds: a row is
+# batch-1 step at 32k with bf16 or TurboQuant storage, paired like the others; and prefill32k: the 8B prefill
+# of 32,768 tokens in chunks of 8,192 for each storage of PREFILL_KV, default "bf16 affine4 turbo", where the
+# chunks after the first read a packed prefix; its rows' prefill figure is the one to read), TIME_LEFT (seconds: a row is
 # skipped once less than its estimate is left, so a call with a time limit returns what it finished),
 # SHORT (the short-context rows' bench flags), DEVICE=cpu (a dry run of the tern rows without a GPU).
 set -uo pipefail
@@ -38,7 +40,7 @@ ckpt() {  # ckpt NAME: the checkpoint directory, written once
 short=${SHORT:---prompt-tokens 128 --gen-tokens 128 --repeats 3}
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null || true
 for goal in ${GOALS:-0.6b 8b 8b-b32 moe kv hf}; do
-  need=$(case $goal in kv) echo 160 ;; moe) echo 90 ;; hf) echo 80 ;; 32k | turbo32k) echo 70 ;; *) echo 45 ;; esac)
+  need=$(case $goal in kv) echo 160 ;; moe) echo 90 ;; hf | prefill32k) echo 80 ;; 32k | turbo32k) echo 70 ;; *) echo 45 ;; esac)
   if (($(left) < need)); then
     echo "$goal: skipped ($(left) s left, about $need s needed)"
     continue
@@ -51,12 +53,17 @@ for goal in ${GOALS:-0.6b 8b 8b-b32 moe kv hf}; do
     moe) rows "$(ckpt moe)" "$short" ;;
     32k) rows "$(ckpt 8b)" "--prompt-tokens 32768 --gen-tokens 64 --repeats 1" ;;
     turbo32k) rows "$(ckpt 8b)" "--prompt-tokens 32768 --gen-tokens 64 --repeats 1 --kv-cache turbo" ;;
+    prefill32k)
+      for kind in ${PREFILL_KV:-bf16 affine4 turbo}; do
+        echo "-- --kv-cache $kind"
+        rows "$(ckpt 8b)" "--prompt-tokens 32768 --gen-tokens 16 --repeats 2 --kv-cache $kind"
+      done ;;
     kv)  # bf16 and TurboQuant at 32k, batch 1 and 8, with the step-time ratio (main's binary)
       KINDS="bf16 turbo" CONTEXTS=32768 BATCHES="1 8" REPEATS=1 WARMUP=1 GEN=64 \
         "$here/kv_table.sh" "$tern" "$(ckpt 8b)" "$out/kv.jsonl" 2>/dev/null | tail -6 ;;
     hf)  # the peer (HF transformers greedy, batch 1) and the device copy rate
       python3 "$here/hf_quick.py" "$(ckpt 0.6b)" "$(ckpt 8b)" 2>/dev/null | tail -1 ;;
-    *) echo "unknown goal $goal (expected 0.6b, 8b, 8b-b32, moe, 32k, turbo32k, kv or hf)" ;;
+    *) echo "unknown goal $goal (expected 0.6b, 8b, 8b-b32, moe, 32k, turbo32k, prefill32k, kv or hf)" ;;
   esac
 done
 echo "== done (+$(($(date +%s) - t0)) s)"
