@@ -150,20 +150,24 @@ void kv_decode_into(const Tensor& rows, const KVRowCodec& codec, Tensor& out, bo
              out.defined() ? shape_str(out.shape()) + " " + dtype_name(out.dtype()) + " on " + out.device().str()
                            : "none");
   if (out.numel() == 0) return;
-  if (!rows.device().is_cpu()) {
-    const int64_t H = want[1], D = codec.dim;
-    TERN_CHECK(out.stride(3) == 1 && out.stride(2) == D && out.stride(1) % D == 0 && out.stride(1) / D >= want[2] &&
-                   (want[0] == 1 || out.stride(0) == H * out.stride(1)),
-               "[kv-quant] expected out's rows of {} elements one after another in each (b, h), got strides {}", D,
-               shape_str(out.strides()));
-    cuda::kv_decode(rows, device_codec(codec), unrotate, out);
-  } else if (out.is_contiguous()) {
-    cpu::kv_decode(rows, codec, unrotate, out);
-  } else {
-    Tensor t = Tensor::empty(want, out.dtype());
-    cpu::kv_decode(rows, codec, unrotate, t);
-    out.copy_from(t);
+  const bool cpu = rows.device().is_cpu();
+  auto decode = [&](Tensor& dst) {
+    if (cpu) cpu::kv_decode(rows, codec, unrotate, dst);
+    else cuda::kv_decode(rows, device_codec(codec), unrotate, dst);
+  };
+  // The CPU writes contiguous rows; CUDA also rows of dim one after another within each (b, h), each
+  // (b, h) at one stride (positions [0, S) of a longer buffer). Any other view: through a temporary.
+  const int64_t D = codec.dim;
+  const bool direct = cpu ? out.is_contiguous()
+                          : out.stride(3) == 1 && out.stride(2) == D && out.stride(1) % D == 0 &&
+                                out.stride(1) / D >= want[2] && (want[0] == 1 || out.stride(0) == want[1] * out.stride(1));
+  if (direct) {
+    decode(out);
+    return;
   }
+  Tensor t = Tensor::empty(want, out.dtype(), out.device());
+  decode(t);
+  out.copy_from(t);
 }
 
 bool kv_decode_attention_supported(const KVRowCodec& key_codec, const KVRowCodec& value_codec, const Device& device) {

@@ -40,8 +40,8 @@ void kv_encode_positions(const Tensor& k, const KVRowCodec& key_codec, Tensor& k
 // Rotated rows (codec.rotated()) decode to their own domain when unrotate, else stay rotated.
 // TurboQuant keys of 4 or 3 bits are value rows byte for byte: on CUDA the value kernels code them.
 Tensor kv_decode(const Tensor& rows, const KVRowCodec& codec, Dtype dtype, bool unrotate = true);
-// kv_decode into out [B, H, S, dim] (a float dtype, rows' device), which may be a view whose rows of dim
-// elements lie one after another within each (b, h): positions [0, S) of a longer buffer, say.
+// kv_decode into out [B, H, S, dim] (a float dtype, rows' device), which may be any view: positions
+// [0, S) of a longer buffer are written in place (on CUDA too), other views through a temporary.
 void kv_decode_into(const Tensor& rows, const KVRowCodec& codec, Tensor& out, bool unrotate = true);
 
 // Decode attention over packed storage: q [B, Hq, 1, D] (f32/bf16/f16) attends, with no mask, to S packed
@@ -125,8 +125,8 @@ void kv_window_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRow
 void kv_encode(const Tensor& x, const ops::KVRowCodec& codec, Tensor& rows);
 void kv_encode_positions(const Tensor& k, const ops::KVRowCodec& key_codec, Tensor& keys, const Tensor& v,
                          const ops::KVRowCodec& value_codec, Tensor& values, const Tensor& positions, int64_t ring);
-// out [B, H, S, dim] as ops::kv_decode_into takes it (a view of rows of dim contiguous elements, each
-// (b, h)'s rows at one stride, (b, h) at stride(1) and b at H stride(1)).
+// out [B, H, S, dim]: rows of dim contiguous elements one after another within each (b, h), (b, h) at
+// stride(1) and b at H stride(1) (ops::kv_decode_into passes other views through a temporary).
 void kv_decode(const Tensor& rows, const ops::KVRowCodec& codec, bool unrotate, Tensor& out);
 // store_keys / store_values (both or neither): ops::kv_decode_attention_store's storages.
 void kv_decode_attention(const Tensor& q, const Tensor& k_rows, const ops::KVRowCodec& key_codec,

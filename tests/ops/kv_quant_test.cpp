@@ -169,8 +169,9 @@ TEST(KVQuant, DecodeMatchesCodecAndRotatedReadStaysRotated) {
   }
 }
 
-// kv_decode_into positions [0, L) of a longer buffer: what kv_decode gives, the positions after untouched;
-// a destination of the wrong shape or dtype is refused with what it expected.
+// kv_decode_into positions [0, L) of a longer buffer, and a view whose rows are not one after another:
+// what kv_decode gives, the rest untouched; a destination of the wrong shape or dtype is refused with
+// what it expected.
 TEST(KVQuant, DecodeIntoALongerBufferLeavesTheRest) {
   const int64_t B = 2, H = 2, L = 5, T = 3, D = 64;
   Tensor x = randn({B, H, L, D}, 12);
@@ -191,6 +192,11 @@ TEST(KVQuant, DecodeIntoALongerBufferLeavesTheRest) {
   const KVRowCodec c{KVRowCodec::affine, 8, 64, D};
   Tensor rows = Tensor::empty({L, B, H, c.row_bytes()}, Dtype::u8);
   ops::kv_encode(x, c, rows);
+  Tensor wide = Tensor::zeros({B, H, L, 2 * D}, Dtype::f32);
+  Tensor strided = wide.narrow(3, 0, D);
+  ops::kv_decode_into(rows, c, strided);
+  EXPECT_EQ(strided.contiguous().to_f32_vector(), ops::kv_decode(rows, c, Dtype::f32).to_f32_vector());
+  EXPECT_EQ(wide.narrow(3, D, D).contiguous().to_f32_vector(), std::vector<float>(B * H * L * D, 0.0f));
   for (Tensor bad : {Tensor::empty({B, H, L + 1, D}, Dtype::f32), Tensor::empty({B, H, L, D}, Dtype::i32)}) {
     try {
       ops::kv_decode_into(rows, c, bad);

@@ -120,8 +120,9 @@ bool kv_window_tiled(const Tensor& q, const Tensor& k_rows, const ops::KVRowCode
   const int64_t L = q.size(2);
   const bool short_window = L <= kKVMmaWindowMax;
   // The long windows' read only with TERN_CUDA_KV_PREFIX_READ=1: it measured slower than the decoded
-  // temporary (H100, 2026-12-06: 8B prefill of 32,768 tokens with affine4 storage, 11,000 against 16,209
-  // tok/s; docs/cuda.md), and is kept for its memory (no bf16 prefix) and as the base of a faster one.
+  // temporary (H200, 2026-12-06: 8B prefill of 32,768 tokens with affine4 storage, 11,052 against 16,366
+  // tok/s; docs/cuda.md: each query tile decodes the prefix again), and is kept for its memory (no bf16
+  // prefix).
   const char* prefix = std::getenv("TERN_CUDA_KV_PREFIX_READ");
   const bool on = short_window ? switched_on("TERN_CUDA_KV_WINDOW_READ") : prefix && std::string(prefix) == "1";
   if (!on || L < 2 || key_codec.dim > 128) return false;

@@ -38,6 +38,32 @@ __device__ __forceinline__ void put_code(uint8_t* buf, int i, int bits, unsigned
   if (shift + bits > 8) buf[byte + 1] |= static_cast<uint8_t>(c >> (8 - shift));
 }
 
+// Whether the rotation negates element e (its sign bit).
+__device__ __forceinline__ bool rotation_flips(const TurboTables& t, int e) { return (t.signs[e >> 5] >> (e & 31)) & 1u; }
+
+// One butterfly stage across lanes: x of lane l becomes x_l + x_(l^d) where bit d of l is clear, else
+// x_(l^d) - x_l (the stage's correctly rounded f32 ops).
+__device__ __forceinline__ float lane_butterfly(float x, int lane, int d) {
+  const float p = __shfl_xor_sync(0xffffffffu, x, d);
+  return (lane & d) ? __fsub_rn(p, x) : __fadd_rn(x, p);
+}
+
+// The butterfly stages h = 1, 2, .., W / 2 among a thread's W elements y[m] (m's bit h clear: the pair's
+// first).
+template <int W>
+__device__ __forceinline__ void register_butterflies(float (&y)[W]) {
+#pragma unroll
+  for (int h = 1; h < W; h *= 2) {
+#pragma unroll
+    for (int m = 0; m < W; ++m) {
+      if (m & h) continue;
+      const float a = y[m], b = y[m + h];
+      y[m] = __fadd_rn(a, b);
+      y[m + h] = __fsub_rn(a, b);
+    }
+  }
+}
+
 // Each of the `rows` rows x[r * dim .. (r + 1) * dim) in shared memory <- H (signs * x) (inverse:
 // signs * (H x)), H the normalised Sylvester Hadamard matrix; every thread of the block calls it. Each
 // element sees the same correctly rounded f32 ops in the same order whatever `rows` is.
@@ -46,7 +72,7 @@ __device__ __forceinline__ void block_rotate(float* x, int dim, const TurboTable
   if (!inverse) {
     for (int i = threadIdx.x; i < n; i += blockDim.x) {
       const int e = i % dim;
-      if ((t.signs[e >> 5] >> (e & 31)) & 1u) x[i] = -x[i];
+      if (rotation_flips(t, e)) x[i] = -x[i];
     }
     __syncthreads();
   }
@@ -64,7 +90,7 @@ __device__ __forceinline__ void block_rotate(float* x, int dim, const TurboTable
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const int e = i % dim;
     float v = __fmul_rn(x[i], t.norm);
-    if (inverse && ((t.signs[e >> 5] >> (e & 31)) & 1u)) v = -v;
+    if (inverse && rotation_flips(t, e)) v = -v;
     x[i] = v;
   }
   __syncthreads();
@@ -83,16 +109,7 @@ __device__ __forceinline__ float rotate_element_stages(float x, float* scratch) 
   float y[W];
 #pragma unroll
   for (int m = 0; m < W; ++m) y[m] = scratch[lane + 32 * m];
-#pragma unroll
-  for (int h = 1; h < W; h *= 2) {
-#pragma unroll
-    for (int m = 0; m < W; ++m) {
-      if (m & h) continue;
-      const float a = y[m], b = y[m + h];
-      y[m] = __fadd_rn(a, b);
-      y[m + h] = __fsub_rn(a, b);
-    }
-  }
+  register_butterflies(y);
   float r = y[0];  // y[e >> 5], selected without indexing the array at run time (no local memory)
 #pragma unroll
   for (int m = 1; m < W; ++m) r = (e >> 5) == m ? y[m] : r;
@@ -100,13 +117,10 @@ __device__ __forceinline__ float rotate_element_stages(float x, float* scratch) 
 }
 __device__ __forceinline__ float rotate_element(float x, int dim, const TurboTables& t, bool inverse, float* scratch) {
   const int e = threadIdx.x, lane = e & 31;
-  const bool flip = (t.signs[e >> 5] >> (e & 31)) & 1u;
+  const bool flip = rotation_flips(t, e);
   if (!inverse && flip) x = -x;
 #pragma unroll
-  for (int h = 1; h < 32; h *= 2) {
-    const float p = __shfl_xor_sync(0xffffffffu, x, h);
-    x = (lane & h) ? __fsub_rn(p, x) : __fadd_rn(x, p);
-  }
+  for (int h = 1; h < 32; h *= 2) x = lane_butterfly(x, lane, h);
   x = dim == 128 ? rotate_element_stages<4>(x, scratch) : rotate_element_stages<2>(x, scratch);
   x = __fmul_rn(x, t.norm);
   return inverse && flip ? -x : x;
@@ -351,30 +365,16 @@ __global__ void __launch_bounds__(kKVDecodeRows * 32)
 #pragma unroll
   for (int m = 0; m < W; ++m) y[m] = decode_element(in, c, W * lane + m, book);
   if (c.kind == 2 && unrotate) {
-#pragma unroll
-    for (int hs = 1; hs < W; hs *= 2) {
-#pragma unroll
-      for (int m = 0; m < W; ++m) {
-        if (m & hs) continue;
-        const float a = y[m], d = y[m + hs];
-        y[m] = __fadd_rn(a, d);
-        y[m + hs] = __fsub_rn(a, d);
-      }
-    }
+    register_butterflies(y);
 #pragma unroll
     for (int d = 1; d < 32; d *= 2) {  // stage h = d W: the partner is lane ^ d
-      const bool low = (lane & d) == 0;
 #pragma unroll
-      for (int m = 0; m < W; ++m) {
-        const float o = __shfl_xor_sync(0xffffffffu, y[m], d);
-        y[m] = low ? __fadd_rn(y[m], o) : __fsub_rn(o, y[m]);
-      }
+      for (int m = 0; m < W; ++m) y[m] = lane_butterfly(y[m], lane, d);
     }
 #pragma unroll
     for (int m = 0; m < W; ++m) {
-      const int e = W * lane + m;
       const float v = __fmul_rn(y[m], t.norm);
-      y[m] = (t.signs[e >> 5] >> (e & 31)) & 1u ? -v : v;
+      y[m] = rotation_flips(t, W * lane + m) ? -v : v;
     }
   }
   struct alignas(W * sizeof(T)) Vec {
