@@ -104,8 +104,8 @@ __global__ void __launch_bounds__(256, MINB)
   }
 }
 
-// tern's moe_down_kernel for one token (out[n] = sum_j weights[j] down_e[n] . h[j], a block an output, a
-// warp a slot), whose blocks, when AHEAD, first ask L2 for their slots' rows.
+// tern's moe_down_kernel as it was before it took 4 output rows a warp, for one token (out[n] = sum_j
+// weights[j] down_e[n] . h[j], a block an output, a warp a slot), whose blocks, when AHEAD, first ask L2 for their slots' rows.
 template <bool AHEAD>
 __global__ void __launch_bounds__(256)
     down_lab(const float* __restrict__ h, const int32_t* __restrict__ experts, const float* __restrict__ weights,
@@ -194,7 +194,7 @@ int main() {
            int64_t{H}, int64_t{I}, h);
   };
   auto tern_down = [&](int l) {
-    launch(k::moe_down_kernel<4, __nv_bfloat16, true>, dim3(H, 1), 256, s, static_cast<const float*>(h),
+    launch(k::moe_down_kernel<4, 4, __nv_bfloat16, true>, dim3(H / 4, 1), 256, s, static_cast<const float*>(h),
            static_cast<const int32_t*>(ex[l]), static_cast<const float*>(wts[l]), int64_t{TOPK},
            static_cast<const __nv_bfloat16*>(dn[l]), int64_t{E}, int64_t{H}, int64_t{I}, x + (l + 1) * H);
   };

@@ -51,34 +51,75 @@ __global__ void __launch_bounds__(kMoeWarps * 32)
   }
 }
 
-// out[t, n] = sum_j weights[t, j] * (down_e[n] . h[t * k + j]) with e = experts[t, j]; grid (H, T),
+// out[t, n] = sum_j weights[t, j] * (down_e[n] . h[t * k + j]) with e = experts[t, j]; grid (ceil(H / R), T),
 // kMoeWarps warps: warp w takes slots w, w + kMoeWarps, ..., so a token's k expert rows are read at once
 // rather than one after another, and the block sums the warps' terms in a fixed order (no atomics).
+// Each warp takes R consecutive output rows of its slot's expert: its lanes read their share of the slot's
+// h row once for the R weight rows, and keep R x U 16-byte weight loads in flight (a row of I = 768 is
+// three loads a lane). Each row's sums run in the same order whatever R is, so the output is too.
 // down [E, H, I] bf16, h [T * k, I] f32, out [T, H] of O (f32 or bf16, rounded once). Slots with an
 // expert id outside [0, E) are skipped.
-template <int U, typename O, bool NA>
+template <int U, int R, typename O, bool NA>
 __global__ void __launch_bounds__(kMoeWarps * 32)
     moe_down_kernel(const float* __restrict__ h, const int32_t* __restrict__ experts, const float* __restrict__ weights,
                     int64_t k, const __nv_bfloat16* __restrict__ down, int64_t E, int64_t H, int64_t I,
                     O* __restrict__ out) {
   grid_dependency_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t n = blockIdx.x, t = blockIdx.y;
-  float acc = 0.0f;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * R, t = blockIdx.y, chunks = I / 8;
+  const int rows = H - n0 < R ? static_cast<int>(H - n0) : R;
+  float acc[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
   for (int64_t j = warp; j < k; j += kMoeWarps) {
     const int64_t p = t * k + j, e = experts[p];
     if (e < 0 || e >= E) continue;
-    acc += weights[p] * lane_dot<U, float, NA>(down + (e * H + n) * I, h + p * I, I, lane);
+    const uint4* w0 = reinterpret_cast<const uint4*>(down + (e * H + n0) * I);
+    const float* hp = h + p * I;
+    float d[R];
+#pragma unroll
+    for (int r = 0; r < R; ++r) d[r] = 0.0f;
+    for (int64_t g = 0; g < chunks; g += U * 32) {
+      uint4 wv[R][U];
+#pragma unroll
+      for (int r = 0; r < R; ++r) {
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+          const int64_t c = g + lane + 32 * u;
+          wv[r][u] = r < rows && c < chunks ? load_weights16<NA>(w0 + r * chunks + c) : make_uint4(0, 0, 0, 0);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t c = g + lane + 32 * u;
+        if (c >= chunks) break;
+        float xf[8];
+        load_x8<false>(hp, c, xf);
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          float wf[8];
+          bf16x8_to_f32(wv[r][u], wf);
+#pragma unroll
+          for (int i = 0; i < 8; ++i) d[r] += wf[i] * xf[i];
+        }
+      }
+    }
+    const float wp = weights[p];
+#pragma unroll
+    for (int r = 0; r < R; ++r) acc[r] += wp * d[r];
   }
-  __shared__ float part[kMoeWarps];
-  acc = warp_sum(acc);
-  if (lane == 0) part[warp] = acc;
+  __shared__ float part[kMoeWarps][R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    acc[r] = warp_sum(acc[r]);
+    if (lane == 0) part[warp][r] = acc[r];
+  }
   __syncthreads();
-  if (threadIdx.x == 0) {
+  if (threadIdx.x < rows) {
     float sum = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kMoeWarps; ++w) sum += part[w];
-    out[t * H + n] = from_f32<O>(sum);
+    for (int w = 0; w < kMoeWarps; ++w) sum += part[w][threadIdx.x];
+    out[t * H + n0 + threadIdx.x] = from_f32<O>(sum);
   }
 }
 
