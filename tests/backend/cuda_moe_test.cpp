@@ -211,10 +211,12 @@ TEST_F(CudaMoe, GroupedPathMatchesCpu) {
   }
 }
 
-// The down product's output rows a warp (TERN_CUDA_MOE_DOWN_ROWS 1, 2, 4, 8) change how many weight rows a
-// warp streams at once, not the order of any row's sums: the outputs agree bit for bit, and with the CPU.
-TEST_F(CudaMoe, DownRowsPerWarpGiveTheSameBits) {
+// The down product's output rows a warp (TERN_CUDA_MOE_DOWN_ROWS 1, 2, 4, 8) and the gate/up rows' loads
+// issued together (TERN_CUDA_MOE_GATE_UP_TOGETHER) change how many weight rows a warp streams at once, not
+// the order of any row's sums: the outputs agree bit for bit, and with the CPU.
+TEST_F(CudaMoe, DecodeLoadSettingsGiveTheSameBits) {
   ScopedEnv rows_env("TERN_CUDA_MOE_DOWN_ROWS", nullptr);
+  ScopedEnv together_env("TERN_CUDA_MOE_GATE_UP_TOGETHER", nullptr);
   for (const Case& c : {Case{1, 8, 16, 2048, 768, ops::MoeActivation::swiglu},
                         Case{3, 2, 6, 96, 2048, ops::MoeActivation::swiglu},
                         Case{2, 4, 8, 40, 24, ops::MoeActivation::geglu_tanh}}) {
@@ -227,10 +229,12 @@ TEST_F(CudaMoe, DownRowsPerWarpGiveTheSameBits) {
     Tensor e = Tensor::from_vector(ids, {c.T, c.k}), w = Tensor::from_vector(wts, {c.T, c.k});
     Tensor want = ops::moe_experts(ops::cast(xb, Dtype::f32), e, w, gu, dn, c.act);
     std::vector<float> first;
-    for (const char* rows : {"1", "2", "4", "8"}) {
-      rows_env.set(rows);
-      const std::string what = std::string("rows ") + rows + " T " + std::to_string(c.T) + " H " +
-                               std::to_string(c.H) + " I " + std::to_string(c.I);
+    for (const char* setting : {"1 0", "2 0", "4 0", "8 0", "1 1", "4 1"}) {
+      const std::string rows(setting, 1), together(setting + 2, 1);
+      rows_env.set(rows.c_str());
+      together_env.set(together.c_str());
+      const std::string what = std::string("rows ") + rows + " together " + together + " T " + std::to_string(c.T) +
+                               " H " + std::to_string(c.H) + " I " + std::to_string(c.I);
       Tensor got = ops::moe_experts(xb.to(kGpu), e.to(kGpu), w.to(kGpu), gu.to(kGpu), dn.to(kGpu), c.act);
       EXPECT_LE(nmse(want, got), 1e-4) << what;
       const std::vector<float> v = got.to(Device::cpu()).to_f32_vector();

@@ -27,17 +27,26 @@ bool launch_moe_decode(const void* x, const int32_t* experts, const float* weigh
                      static_cast<unsigned>(T * k));
   // One token (batch-1 decode): the experts' weights past L1, as the dense products (weights_past_l1).
   const bool na = T == 1 && weights_past_l1();
+  // TERN_CUDA_MOE_GATE_UP_TOGETHER=1: each warp issues its gate and up rows' loads at once (the same bits).
+  const char* together_env = std::getenv("TERN_CUDA_MOE_GATE_UP_TOGETHER");
+  const bool together = together_env && std::strcmp(together_env, "1") == 0;
   // 8 loads in flight per lane where a row fills them (Qwen3-30B-A3B's gate/up rows of 2,048), else 4
   // (kernels::gemv_depth)
   auto gate_up_with = [&](auto u) {
     constexpr int U = decltype(u)::value;
-    if (geglu) {
-      launch_kernel(na ? kernels::moe_gate_up_kernel<true, U, true> : kernels::moe_gate_up_kernel<true, U, false>,
-                    up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu, E, H, I, h);
-    } else {
-      launch_kernel(na ? kernels::moe_gate_up_kernel<false, U, true> : kernels::moe_gate_up_kernel<false, U, false>,
-                    up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu, E, H, I, h);
-    }
+    auto go = [&](auto kernel) {
+      launch_kernel(kernel, up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu, E, H, I, h);
+    };
+    auto pick = [&](auto geglu) {
+      constexpr bool G = decltype(geglu)::value;
+      if (together) {
+        return na ? go(kernels::moe_gate_up_kernel<G, U, true, true>)
+                  : go(kernels::moe_gate_up_kernel<G, U, false, true>);
+      }
+      return na ? go(kernels::moe_gate_up_kernel<G, U, true>) : go(kernels::moe_gate_up_kernel<G, U, false>);
+    };
+    if (geglu) return pick(std::true_type{});
+    return pick(std::false_type{});
   };
   if (kernels::gemv_depth(H, 1) == 8) {
     gate_up_with(std::integral_constant<int, 8>{});
