@@ -4,8 +4,7 @@
 // experts (fresh weights per layer, far more than L2 holds), captured as one graph with programmatic
 // dependent launch, as tern's compiled decode runs them. us per layer, for:
 //   tern:      tern's kernels (kernels/moe.cuh: moe_gate_up_kernel, 8 loads in flight, then
-//              moe_down_kernel, 4 output rows a warp), included as they are; and with the gate/up
-//              kernel's TOGETHER loads
+//              moe_down_kernel), included as they are
 //   lab gate/up variants (down as tern's):
 //     W warps per row pair: each intermediate row's gate and up dots split over W warps (K / W each)
 //     together:  a warp issues its gate and its up loads at once (one round trip, not two)
@@ -105,8 +104,8 @@ __global__ void __launch_bounds__(256, MINB)
   }
 }
 
-// tern's moe_down_kernel as it was before it took 4 output rows a warp, for one token (out[n] = sum_j
-// weights[j] down_e[n] . h[j], a block an output, a warp a slot), whose blocks, when AHEAD, first ask L2 for their slots' rows.
+// tern's moe_down_kernel for one token (out[n] = sum_j weights[j] down_e[n] . h[j], a block an output, a
+// warp a slot), whose blocks, when AHEAD, first ask L2 for their slots' rows.
 template <bool AHEAD>
 __global__ void __launch_bounds__(256)
     down_lab(const float* __restrict__ h, const int32_t* __restrict__ experts, const float* __restrict__ weights,
@@ -195,7 +194,7 @@ int main() {
            int64_t{H}, int64_t{I}, h);
   };
   auto tern_down = [&](int l) {
-    launch(k::moe_down_kernel<4, 4, __nv_bfloat16, true>, dim3(H / 4, 1), 256, s, static_cast<const float*>(h),
+    launch(k::moe_down_kernel<4, __nv_bfloat16, true>, dim3(H, 1), 256, s, static_cast<const float*>(h),
            static_cast<const int32_t*>(ex[l]), static_cast<const float*>(wts[l]), int64_t{TOPK},
            static_cast<const __nv_bfloat16*>(dn[l]), int64_t{E}, int64_t{H}, int64_t{I}, x + (l + 1) * H);
   };
@@ -229,22 +228,6 @@ int main() {
            tern_up(l);
            tern_down(l);
          }));
-  auto tern_up_together = [&](int l) {
-    launch(k::moe_gate_up_kernel<false, 8, true, true>, up_grid, 256, s, static_cast<const __nv_bfloat16*>(x + l * H),
-           static_cast<const int32_t*>(ex[l]), int64_t{TOPK}, static_cast<const __nv_bfloat16*>(gu[l]), int64_t{E},
-           int64_t{H}, int64_t{I}, h);
-  };
-  {
-    const std::vector<float> got = h_of(tern_up_together);
-    double diff = 0.0;
-    for (size_t i = 0; i < got.size(); ++i) diff = std::max(diff, static_cast<double>(std::fabs(got[i] - want[i])));
-    char label[160];
-    std::snprintf(label, sizeof label, "tern, gate/up loads together (h max |diff| %.1e)", diff);
-    report(label, chain_us([&](int l) {
-             tern_up_together(l);
-             tern_down(l);
-           }));
-  }
 
   auto variant = [&](const char* name, auto kern, int warps_per_row) {
     const dim3 grid(I / (8 / warps_per_row), TOPK);

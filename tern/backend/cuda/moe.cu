@@ -27,58 +27,36 @@ bool launch_moe_decode(const void* x, const int32_t* experts, const float* weigh
                      static_cast<unsigned>(T * k));
   // One token (batch-1 decode): the experts' weights past L1, as the dense products (weights_past_l1).
   const bool na = T == 1 && weights_past_l1();
-  // TERN_CUDA_MOE_GATE_UP_TOGETHER=1: each warp issues its gate and up rows' loads at once (the same bits).
-  const char* together_env = std::getenv("TERN_CUDA_MOE_GATE_UP_TOGETHER");
-  const bool together = together_env && std::strcmp(together_env, "1") == 0;
   // 8 loads in flight per lane where a row fills them (Qwen3-30B-A3B's gate/up rows of 2,048), else 4
   // (kernels::gemv_depth)
   auto gate_up_with = [&](auto u) {
     constexpr int U = decltype(u)::value;
-    auto go = [&](auto kernel) {
-      launch_kernel(kernel, up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu, E, H, I, h);
-    };
-    auto pick = [&](auto geglu) {
-      constexpr bool G = decltype(geglu)::value;
-      if (together) {
-        return na ? go(kernels::moe_gate_up_kernel<G, U, true, true>)
-                  : go(kernels::moe_gate_up_kernel<G, U, false, true>);
-      }
-      return na ? go(kernels::moe_gate_up_kernel<G, U, true>) : go(kernels::moe_gate_up_kernel<G, U, false>);
-    };
-    if (geglu) return pick(std::true_type{});
-    return pick(std::false_type{});
+    if (geglu) {
+      launch_kernel(na ? kernels::moe_gate_up_kernel<true, U, true> : kernels::moe_gate_up_kernel<true, U, false>,
+                    up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu, E, H, I, h);
+    } else {
+      launch_kernel(na ? kernels::moe_gate_up_kernel<false, U, true> : kernels::moe_gate_up_kernel<false, U, false>,
+                    up_grid, kernels::kMoeWarps * 32, 0, s, xb, experts, k, gu, E, H, I, h);
+    }
   };
   if (kernels::gemv_depth(H, 1) == 8) {
     gate_up_with(std::integral_constant<int, 8>{});
   } else {
     gate_up_with(std::integral_constant<int, 4>{});
   }
-  // Output rows a warp of the down product takes (kernels::moe_down_kernel's R): 4 unless
-  // TERN_CUDA_MOE_DOWN_ROWS says 1, 2 or 8 (for benchmarks and tests).
-  int rows = 4;
-  if (const char* e = std::getenv("TERN_CUDA_MOE_DOWN_ROWS")) {
-    const int want = std::atoi(e);
-    if (want == 1 || want == 2 || want == 8) rows = want;
-  }
-  const dim3 down_grid(static_cast<unsigned>((H + rows - 1) / rows), static_cast<unsigned>(T));
+  const dim3 down_grid(static_cast<unsigned>(H), static_cast<unsigned>(T));
   const auto* dn = static_cast<const __nv_bfloat16*>(down);
-  auto down_with = [&](auto u, auto r, auto* o) {
-    constexpr int U = decltype(u)::value, R = decltype(r)::value;
+  auto down_with = [&](auto u, auto* o) {
+    constexpr int U = decltype(u)::value;
     using O = std::remove_pointer_t<decltype(o)>;
-    launch_kernel(na ? kernels::moe_down_kernel<U, R, O, true> : kernels::moe_down_kernel<U, R, O, false>, down_grid,
+    launch_kernel(na ? kernels::moe_down_kernel<U, O, true> : kernels::moe_down_kernel<U, O, false>, down_grid,
                   kernels::kMoeWarps * 32, 0, s, h, experts, weights, k, dn, E, H, I, o);
   };
-  // R x U weight loads in flight a lane: U as the dense GEMV for one row, else 16 at most.
   auto down_into = [&](auto* o) {
-    using One = std::integral_constant<int, 1>;
-    using Four = std::integral_constant<int, 4>;
-    switch (rows) {
-      case 1:
-        if (kernels::gemv_depth(I, 1) == 8) return down_with(std::integral_constant<int, 8>{}, One{}, o);
-        return down_with(Four{}, One{}, o);
-      case 2: return down_with(Four{}, std::integral_constant<int, 2>{}, o);
-      case 8: return down_with(std::integral_constant<int, 2>{}, std::integral_constant<int, 8>{}, o);
-      default: return down_with(Four{}, Four{}, o);
+    if (kernels::gemv_depth(I, 1) == 8) {
+      down_with(std::integral_constant<int, 8>{}, o);
+    } else {
+      down_with(std::integral_constant<int, 4>{}, o);
     }
   };
   if (out_bf16) {

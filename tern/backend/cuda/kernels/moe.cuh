@@ -23,46 +23,10 @@ __device__ __forceinline__ float lane_dot(const __nv_bfloat16* __restrict__ w, c
   return acc;
 }
 
-// d[r] += this lane's share of w_r[0:K] . x[0:K] for the rows w_r = w0 + r * stride (16-byte chunks) with
-// r < rows (the rest stay 0): each trip issues every row's U loads before the sums, so R x U 16-byte loads
-// are in flight a lane, and x's chunk is read once for the R rows. A lane's sums run over its chunks in
-// ascending order, as lane_dot's do, so each row's result is lane_dot's to the bit.
-template <int R, int U, typename X, bool NA>
-__device__ __forceinline__ void lane_dots(const uint4* __restrict__ w0, int64_t stride, int rows,
-                                          const X* __restrict__ x, int64_t K, int lane, float (&d)[R]) {
-  const int64_t chunks = K / 8;
-  for (int64_t g = 0; g < chunks; g += U * 32) {
-    uint4 wv[R][U];
-#pragma unroll
-    for (int r = 0; r < R; ++r) {
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t c = g + lane + 32 * u;
-        wv[r][u] = r < rows && c < chunks ? load_weights16<NA>(w0 + r * stride + c) : make_uint4(0, 0, 0, 0);
-      }
-    }
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t c = g + lane + 32 * u;
-      if (c >= chunks) break;
-      float xf[8];
-      load_x8<false>(x, c, xf);
-#pragma unroll
-      for (int r = 0; r < R; ++r) {
-        float wf[8];
-        bf16x8_to_f32(wv[r][u], wf);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) d[r] += wf[i] * xf[i];
-      }
-    }
-  }
-}
-
 // h[p, i] = act(gate_e[i] . x[p / k]) * (up_e[i] . x[p / k]) with e = experts[p]; grid (ceil(I / kMoeWarps),
 // P = T * k), kMoeWarps warps. x [T, H] bf16, gate_up [E, 2I, H] bf16, h [P, I] f32. An expert id outside
-// [0, E) writes zeros. U: loads in flight per lane and row, NA: weights past L1 (lane_dot). TOGETHER: the
-// gate and up rows' loads issued at once (lane_dots), else one row after the other; the same bits either way.
-template <bool kGeglu, int U, bool NA, bool TOGETHER = false>
+// [0, E) writes zeros. U: loads in flight per lane, NA: weights past L1 (lane_dot).
+template <bool kGeglu, int U, bool NA>
 __global__ void __launch_bounds__(kMoeWarps * 32)
     moe_gate_up_kernel(const __nv_bfloat16* __restrict__ x, const int32_t* __restrict__ experts, int64_t k,
                        const __nv_bfloat16* __restrict__ gate_up, int64_t E, int64_t H, int64_t I,
@@ -78,15 +42,8 @@ __global__ void __launch_bounds__(kMoeWarps * 32)
   }
   const __nv_bfloat16* xr = x + (p / k) * H;
   const __nv_bfloat16* gate = gate_up + (e * 2 * I + i) * H;
-  float gl = 0.0f, ul = 0.0f;
-  if constexpr (TOGETHER) {
-    float d[2] = {0.0f, 0.0f};
-    lane_dots<2, U, __nv_bfloat16, NA>(reinterpret_cast<const uint4*>(gate), I * H / 8, 2, xr, H, lane, d);
-    gl = d[0], ul = d[1];
-  } else {
-    gl = lane_dot<U, __nv_bfloat16, NA>(gate, xr, H, lane);
-    ul = lane_dot<U, __nv_bfloat16, NA>(gate + I * H, xr, H, lane);
-  }
+  const float gl = lane_dot<U, __nv_bfloat16, NA>(gate, xr, H, lane);
+  const float ul = lane_dot<U, __nv_bfloat16, NA>(gate + I * H, xr, H, lane);
   const float g = warp_sum(gl), u = warp_sum(ul);
   if (lane == 0) {
     const float a = kGeglu ? gelu_tanh_f(g) : g / (1.0f + expf(-g));
@@ -94,50 +51,34 @@ __global__ void __launch_bounds__(kMoeWarps * 32)
   }
 }
 
-// out[t, n] = sum_j weights[t, j] * (down_e[n] . h[t * k + j]) with e = experts[t, j]; grid (ceil(H / R), T),
+// out[t, n] = sum_j weights[t, j] * (down_e[n] . h[t * k + j]) with e = experts[t, j]; grid (H, T),
 // kMoeWarps warps: warp w takes slots w, w + kMoeWarps, ..., so a token's k expert rows are read at once
 // rather than one after another, and the block sums the warps' terms in a fixed order (no atomics).
-// Each warp takes R consecutive output rows of its slot's expert: its lanes read their share of the slot's
-// h row once for the R weight rows, and keep R x U 16-byte weight loads in flight (a row of I = 768 is
-// three loads a lane). Each row's sums run in the same order whatever R is, so the output is too.
 // down [E, H, I] bf16, h [T * k, I] f32, out [T, H] of O (f32 or bf16, rounded once). Slots with an
 // expert id outside [0, E) are skipped.
-template <int U, int R, typename O, bool NA>
+template <int U, typename O, bool NA>
 __global__ void __launch_bounds__(kMoeWarps * 32)
     moe_down_kernel(const float* __restrict__ h, const int32_t* __restrict__ experts, const float* __restrict__ weights,
                     int64_t k, const __nv_bfloat16* __restrict__ down, int64_t E, int64_t H, int64_t I,
                     O* __restrict__ out) {
   grid_dependency_wait();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * R, t = blockIdx.y;
-  const int rows = H - n0 < R ? static_cast<int>(H - n0) : R;
-  float acc[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) acc[r] = 0.0f;
+  const int64_t n = blockIdx.x, t = blockIdx.y;
+  float acc = 0.0f;
   for (int64_t j = warp; j < k; j += kMoeWarps) {
     const int64_t p = t * k + j, e = experts[p];
     if (e < 0 || e >= E) continue;
-    float d[R];
-#pragma unroll
-    for (int r = 0; r < R; ++r) d[r] = 0.0f;
-    lane_dots<R, U, float, NA>(reinterpret_cast<const uint4*>(down + (e * H + n0) * I), I / 8, rows, h + p * I, I,
-                               lane, d);
-    const float wp = weights[p];
-#pragma unroll
-    for (int r = 0; r < R; ++r) acc[r] += wp * d[r];
+    acc += weights[p] * lane_dot<U, float, NA>(down + (e * H + n) * I, h + p * I, I, lane);
   }
-  __shared__ float part[kMoeWarps][R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) {
-    acc[r] = warp_sum(acc[r]);
-    if (lane == 0) part[warp][r] = acc[r];
-  }
+  __shared__ float part[kMoeWarps];
+  acc = warp_sum(acc);
+  if (lane == 0) part[warp] = acc;
   __syncthreads();
-  if (threadIdx.x < rows) {
+  if (threadIdx.x == 0) {
     float sum = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kMoeWarps; ++w) sum += part[w][threadIdx.x];
-    out[t * H + n0 + threadIdx.x] = from_f32<O>(sum);
+    for (int w = 0; w < kMoeWarps; ++w) sum += part[w];
+    out[t * H + n] = from_f32<O>(sum);
   }
 }
 
