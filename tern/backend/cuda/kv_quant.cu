@@ -1,4 +1,5 @@
 // Launchers of the quantized KV kernels: encode, decode, and the fused decode attention with its combine.
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
@@ -13,10 +14,19 @@ namespace tern::cuda {
 
 void launch_kv_encode(Dtype dt, const KVEncodeJob* jobs, int count, int64_t B, int64_t H, int64_t L,
                       const TurboTables& t, cudaStream_t s) {
+  // A block a row, or for the codecs encoded a warp a group, a warp a group (kernels::kv_encode_by_group).
+  constexpr int kThreads = 128;
+  const int64_t rows = L * B * H;
+  int64_t blocks = 1;
+  for (int i = 0; i < count; ++i) {
+    const kernels::KVCodecArgs& c = jobs[i].c;
+    const int64_t warps = kThreads / 32, groups = c.dim / c.group;
+    blocks = std::max(blocks, kernels::kv_encode_by_group(c) ? (rows * groups + warps - 1) / warps : rows);
+  }
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);
-    launch_kernel(kernels::kv_encode_kernel<T>, dim3(static_cast<unsigned>(L * B * H), static_cast<unsigned>(count)),
-                  128, 0, s, jobs[0], jobs[count - 1], B, H, t);
+    launch_kernel(kernels::kv_encode_kernel<T>, dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(count)),
+                  kThreads, 0, s, jobs[0], jobs[count - 1], B, H, rows, t);
   });
 }
 

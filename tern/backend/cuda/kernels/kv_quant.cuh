@@ -191,16 +191,21 @@ __device__ inline void encode_turbo_key_group(const float* x, uint8_t* codes, ui
   store_f16(zero_out, k.zp);
 }
 
-// The same group of a TurboQuant key row by one warp, lane i taking element i: the same bits as
-// encode_turbo_key_group. The minimum and maximum combine contiguous ranges in index order, keeping the
-// left one on ties (as the sequential scan keeps its first), so signed zeros come out alike; a group
-// holding a NaN (where the scan's order matters otherwise) takes the sequential scan on lane 0.
-__device__ inline void encode_turbo_key_group_warp(const float* x, int lane, uint8_t* codes, uint8_t* scale_out,
+// The same group of a TurboQuant key row by one warp, lane i holding element i (xi; at(i) reads any
+// element): the same bits as encode_turbo_key_group. The minimum and maximum combine contiguous ranges in
+// index order, keeping the left one on ties (as the sequential scan keeps its first), so signed zeros
+// come out alike; a group holding a NaN (where the scan's order matters otherwise) takes the sequential
+// scan on lane 0.
+template <typename At>
+__device__ inline void encode_turbo_key_group_warp(float xi, At at, int lane, uint8_t* codes, uint8_t* scale_out,
                                                    uint8_t* zero_out) {
   constexpr unsigned kAll = 0xffffffffu;
-  const float xi = x[lane];
   if (__any_sync(kAll, isnan(xi))) {
-    if (lane == 0) encode_turbo_key_group(x, codes, scale_out, zero_out);
+    if (lane == 0) {
+      float x[32];
+      for (int i = 0; i < 32; ++i) x[i] = at(i);
+      encode_turbo_key_group(x, codes, scale_out, zero_out);
+    }
     return;
   }
   float lo = xi, hi = xi;
@@ -260,6 +265,110 @@ __device__ inline void encode_turbo_value_group_warp(const float* r, int bits, c
   if (lane == 0) store_f16(scale_out, s);
 }
 
+// A group of n (32, 64 or 128) of an affine row of 4 or 8 bits by one warp: the same bits as
+// encode_affine_group. Lane i holds elements [i n/32, (i + 1) n/32) of x (global memory, T), scans them
+// in order and then combines the lanes' contiguous ranges in index order, keeping the left one on ties
+// (as the sequential scan keeps its first), so signed zeros come out alike; a group holding a NaN takes
+// the sequential scan on lane 0. Each lane packs its codes into one word and stores its bytes (two
+// lanes share a byte for n = 32 at 4 bits).
+template <typename T>
+__device__ inline void encode_affine_group_warp(const T* x, int n, int bits, int lane, uint8_t* codes,
+                                                uint8_t* scale_out, uint8_t* bias_out) {
+  constexpr unsigned kAll = 0xffffffffu;
+  const int per = n / 32;
+  float v[4];
+  bool nan = false;
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    v[e] = e < per ? to_f32(x[lane * per + e]) : 0.0f;
+    nan = nan || isnan(v[e]);
+  }
+  if (__any_sync(kAll, nan)) {
+    if (lane == 0) {
+      float row[128];
+      for (int i = 0; i < n; ++i) row[i] = to_f32(x[i]);
+      encode_affine_group(row, n, bits, codes, scale_out, bias_out);
+    }
+    return;
+  }
+  float lo = v[0], hi = v[0];
+#pragma unroll
+  for (int e = 1; e < 4; ++e) {
+    if (e < per) {
+      lo = v[e] < lo ? v[e] : lo;
+      hi = hi < v[e] ? v[e] : hi;
+    }
+  }
+  for (int off = 1; off < 32; off *= 2) {  // lane i (a multiple of 2 off): [i, i + off) with [i + off, i + 2 off)
+    const float olo = __shfl_down_sync(kAll, lo, off), ohi = __shfl_down_sync(kAll, hi, off);
+    if ((lane & (2 * off - 1)) == 0) {
+      lo = olo < lo ? olo : lo;
+      hi = hi < ohi ? ohi : hi;
+    }
+  }
+  lo = __shfl_sync(kAll, lo, 0);
+  hi = __shfl_sync(kAll, hi, 0);
+  const float qmax = static_cast<float>((1 << bits) - 1);
+  const float range = __fsub_rn(hi, lo);
+  const float scale = f16_round(__fdiv_rn(range < 1e-8f ? 1e-8f : range, qmax)), bias = f16_round(lo);
+  const float inv = scale > 0 ? __fdiv_rn(1.0f, scale) : 0.0f;
+  unsigned word = 0;  // this lane's codes, element e at bits [e bits, (e + 1) bits)
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    if (e < per) {
+      float q = rintf(__fmul_rn(__fsub_rn(v[e], bias), inv));
+      q = q < 0.0f ? 0.0f : (qmax < q ? qmax : q);
+      word |= static_cast<unsigned>(q) << (e * bits);
+    }
+  }
+  const int lane_bits = per * bits;
+  if (lane_bits >= 8) {
+    const int bytes = lane_bits / 8;
+    for (int k = 0; k < bytes; ++k) codes[lane * bytes + k] = static_cast<uint8_t>(word >> (8 * k));
+  } else {  // 4 bits a lane: even lanes store their code and their right neighbour's
+    const unsigned right = __shfl_down_sync(kAll, word, 1);
+    if ((lane & 1) == 0) codes[lane / 2] = static_cast<uint8_t>(word | (right << 4));
+  }
+  if (lane == 0) {
+    store_f16(scale_out, scale);
+    store_f16(bias_out, bias);
+  }
+}
+
+// Whether kv_encode_group_warp takes a codec: affine of 4 or 8 bits in groups of 32, 64 or 128, or
+// TurboQuant's 8-bit keys (groups of 32); the rotated codecs need a whole row (kv_encode_block).
+__host__ __device__ constexpr bool kv_encode_by_group(const KVCodecArgs& c) {
+  return (c.kind == 0 && (c.bits == 4 || c.bits == 8) && (c.group == 32 || c.group == 64 || c.group == 128)) ||
+         c.kind == 1;
+}
+
+// Group g of packed row r (as kv_encode_block numbers rows) of job j, by one warp reading its elements
+// straight from x: the same bits as kv_encode_block.
+template <typename T>
+__device__ __forceinline__ void kv_encode_group_warp(const KVEncodeJob& j, int64_t r, int g, int64_t B, int64_t H,
+                                                     int lane) {
+  const KVCodecArgs c = j.c;
+  const int64_t h = r % H, b = (r / H) % B, l = r / (H * B);
+  int64_t dst = r;
+  if (j.positions) {  // the whole warp returns alike
+    int64_t p = j.positions[b];
+    if (p >= 0 && j.ring > 0) p %= j.ring;
+    if (p < 0 || p >= j.capacity) return;
+    dst = (p * B + b) * H + h;
+  }
+  const T* xg = static_cast<const T*>(j.x) + b * j.xs[0] + h * j.xs[1] + l * j.xs[2] + g * c.group;
+  uint8_t* out = j.rows + dst * c.row_bytes;
+  const int groups = c.dim / c.group;
+  uint8_t* first = out + c.codes_bytes;
+  if (c.kind == 0) {
+    encode_affine_group_warp(xg, c.group, c.bits, lane, out + g * c.group * c.bits / 8, first + 2 * g,
+                             first + 2 * (groups + g));
+    return;
+  }
+  encode_turbo_key_group_warp(to_f32(xg[lane]), [xg](int i) { return to_f32(xg[i]); }, lane, out + g * 32,
+                              first + 2 * g, first + 2 * (groups + g));
+}
+
 // Shared memory of kv_encode_block: a row of at most 1024 floats and the codebook's bucket bounds.
 struct KVEncodeSmem {
   float row[1024];
@@ -311,7 +420,9 @@ __device__ __forceinline__ void kv_encode_block(const KVEncodeJob& j, int64_t r,
   for (int g = threadIdx.x >> 5; g < groups; g += blockDim.x >> 5) {
     uint8_t* codes = out + g * 32 * c.bits / 8;
     if (c.kind == 1) {
-      encode_turbo_key_group_warp(row + g * 32, lane, codes, first + 2 * g, first + 2 * (groups + g));
+      const float* x = row + g * 32;
+      encode_turbo_key_group_warp(x[lane], [x](int i) { return x[i]; }, lane, codes, first + 2 * g,
+                                  first + 2 * (groups + g));
     } else {
       encode_turbo_value_group_warp(row + g * 32, c.bits, bounds, t.n_bounds, lane, codes, first + 2 * g);
     }
@@ -321,11 +432,25 @@ __device__ __forceinline__ void kv_encode_block(const KVEncodeJob& j, int64_t r,
 // One block per packed row r = (l * B + b) * H + h of job blockIdx.y (0: j0, 1: j1; keys and values in
 // one launch): kv_encode_block. t: the tables of the job whose codec is a TurboQuant value's (at most one
 // of the two).
+//
+// A job whose codec kv_encode_by_group takes is encoded a warp a group instead: warp w of the grid's
+// (gridDim.x x blockDim.x / 32) takes groups w, w + that count, ... of its rows x groups, straight from x
+// (no shared memory, no barrier). rows: the jobs' packed rows (L B H).
 template <typename T>
-__global__ void kv_encode_kernel(KVEncodeJob j0, KVEncodeJob j1, int64_t B, int64_t H, TurboTables t) {
+__global__ void kv_encode_kernel(KVEncodeJob j0, KVEncodeJob j1, int64_t B, int64_t H, int64_t rows,
+                                 TurboTables t) {
   grid_dependency_wait();
   __shared__ KVEncodeSmem sm;
-  kv_encode_block<T>(blockIdx.y == 0 ? j0 : j1, blockIdx.x, B, H, t, sm);
+  const KVEncodeJob& j = blockIdx.y == 0 ? j0 : j1;
+  if (!kv_encode_by_group(j.c)) {
+    if (blockIdx.x < rows) kv_encode_block<T>(j, blockIdx.x, B, H, t, sm);
+    return;
+  }
+  const int groups = j.c.dim / j.c.group, warps = blockDim.x >> 5, lane = threadIdx.x & 31;
+  const int64_t units = rows * groups, stride = static_cast<int64_t>(gridDim.x) * warps;
+  for (int64_t u = static_cast<int64_t>(blockIdx.x) * warps + (threadIdx.x >> 5); u < units; u += stride) {
+    kv_encode_group_warp<T>(j, u / groups, static_cast<int>(u % groups), B, H, lane);
+  }
 }
 
 // Element i of a packed row, dequantised (turbo values: in the rotated domain). book: the codebook.
