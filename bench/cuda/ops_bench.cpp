@@ -3,7 +3,8 @@
 // achieved rate and % of ceiling.
 // usage: tern_cuda_bench [--quick | --kv | --gemv | --skinny | --decode | --kv-splits | --prefill | --sampling |
 //                         --gemm-algos]
-//   --kv: the copy ceiling, the quantized-KV decode attention and the packed prefix decode only
+//   --kv: the copy ceiling, the quantized-KV decode attention, the packed prefix decode and a prefill
+//         chunk's encode only
 //   --gemv: the copy ceiling and a batch-1 layer's four decode products in sequence, over enough layers'
 //           weights that none stays in L2 (the decode step's regime), at Qwen3-8B and 0.6B shapes, and
 //           Qwen3-30B-A3B's attention products
@@ -561,6 +562,17 @@ int main(int argc, char** argv) {
         std::snprintf(name, sizeof name, "kv decode %s %s S=%lld", sc.name, c == &sc.k ? "keys" : "values",
                       (long long)S);
         row(name, time_it([&] { ops::kv_decode_into(rows, *c, head); }), rows.nbytes() + head.nbytes(), 0);
+      }
+    }
+    // A prefill chunk's append: 8,192 positions of 8 kv heads of dim 128 encoded into packed rows.
+    std::printf("\n-- a chunk's keys or values encoded (8 kv heads, dim 128, 8,192 positions) --\n");
+    const Tensor chunk = x.narrow(2, 0, T);
+    for (const KVScheme& sc : kKVSchemes) {
+      for (const ops::KVRowCodec* c : {&sc.k, &sc.v}) {
+        Tensor rows = Tensor::empty({T, 1, 8, c->row_bytes()}, Dtype::u8, kGpu);
+        std::snprintf(name, sizeof name, "kv encode %s %s L=%lld", sc.name, c == &sc.k ? "keys" : "values",
+                      (long long)T);
+        row(name, time_it([&] { ops::kv_encode(chunk, *c, rows); }), chunk.nbytes() + rows.nbytes(), 0);
       }
     }
   }
