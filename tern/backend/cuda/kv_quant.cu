@@ -14,7 +14,8 @@ namespace tern::cuda {
 
 void launch_kv_encode(Dtype dt, const KVEncodeJob* jobs, int count, int64_t B, int64_t H, int64_t L,
                       const TurboTables& t, cudaStream_t s) {
-  // A block a row, or for the codecs encoded a warp a group, a warp a group (kernels::kv_encode_by_group).
+  // A block a row, or a warp a group for the codecs kernels::kv_encode_by_group takes: enough blocks for
+  // the larger of the two jobs.
   constexpr int kThreads = 128;
   const int64_t rows = L * B * H;
   int64_t blocks = 1;
