@@ -60,7 +60,8 @@ size_t count_row_mismatches(const std::vector<uint8_t>& want, const std::vector<
 
 TEST_F(CudaKVQuant, EncodeBitsIdenticalToCpu) {
   const int64_t B = 2, H = 4, L = 33;
-  for (int64_t D : {64, 128, 256}) {
+  // Head dims 32-256 take the rotated codecs a warp a row, 512 a block a row.
+  for (int64_t D : {32, 64, 128, 256, 512}) {
     // Wide-ranged rows, a constant group, signed zeros and a tiny-range group hit the edge cases.
     Tensor x = randn({B, H, L, D}, 21 + static_cast<uint32_t>(D), 2.0f);
     float* xp = x.data<float>();

@@ -14,15 +14,18 @@ namespace tern::cuda {
 
 void launch_kv_encode(Dtype dt, const KVEncodeJob* jobs, int count, int64_t B, int64_t H, int64_t L,
                       const TurboTables& t, cudaStream_t s) {
-  // A block a row, or a warp a group for the codecs kernels::kv_encode_by_group takes: enough blocks for
-  // the larger of the two jobs.
+  // A block a row, a warp a group (kernels::kv_encode_by_group) or a warp a row (kernels::kv_encode_by_row):
+  // enough blocks for the largest of the two jobs.
   constexpr int kThreads = 128;
   const int64_t rows = L * B * H;
   int64_t blocks = 1;
   for (int i = 0; i < count; ++i) {
     const kernels::KVCodecArgs& c = jobs[i].c;
     const int64_t warps = kThreads / 32, groups = c.dim / c.group;
-    blocks = std::max(blocks, kernels::kv_encode_by_group(c) ? (rows * groups + warps - 1) / warps : rows);
+    const int64_t units = kernels::kv_encode_by_group(c) ? rows * groups
+                          : kernels::kv_encode_by_row(c) ? rows
+                                                         : rows * warps;
+    blocks = std::max(blocks, (units + warps - 1) / warps);
   }
   dispatch_float(dt, [&](auto tag) {
     using T = decltype(tag);

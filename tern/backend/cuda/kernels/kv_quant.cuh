@@ -2,6 +2,9 @@
 // sequentially in the CPU's order with correctly rounded f32 ops) and decode. Device code only; the
 // fused decode attention over these rows lives in kv_quant_attention.cuh.
 #pragma once
+#include <cstdint>
+#include <type_traits>
+
 #include "tern/backend/cuda/kernels/common.cuh"
 #include "tern/backend/cuda/kernels/kv_quant_args.h"
 
@@ -342,22 +345,35 @@ __host__ __device__ constexpr bool kv_encode_by_group(const KVCodecArgs& c) {
          c.kind == 1;
 }
 
+// Where packed row r = (l * B + b) * H + h of job j reads and writes: x[b, h, l, :] into its row of j.rows
+// (with positions: stored at row (p * B + b) * H + h, p = positions[b], or positions[b] % ring for a
+// ring). False when the position falls outside the storage (nothing is written).
+template <typename T>
+__device__ __forceinline__ bool kv_encode_place(const KVEncodeJob& j, int64_t r, int64_t B, int64_t H, const T*& x,
+                                                uint8_t*& out) {
+  const int64_t h = r % H, b = (r / H) % B, l = r / (H * B);
+  int64_t dst = r;
+  if (j.positions) {
+    int64_t p = j.positions[b];
+    if (p >= 0 && j.ring > 0) p %= j.ring;
+    if (p < 0 || p >= j.capacity) return false;
+    dst = (p * B + b) * H + h;
+  }
+  x = static_cast<const T*>(j.x) + b * j.xs[0] + h * j.xs[1] + l * j.xs[2];
+  out = j.rows + dst * j.c.row_bytes;
+  return true;
+}
+
 // Group g of packed row r (as kv_encode_block numbers rows) of job j, by one warp reading its elements
 // straight from x: the same bits as kv_encode_block.
 template <typename T>
 __device__ __forceinline__ void kv_encode_group_warp(const KVEncodeJob& j, int64_t r, int g, int64_t B, int64_t H,
                                                      int lane) {
   const KVCodecArgs c = j.c;
-  const int64_t h = r % H, b = (r / H) % B, l = r / (H * B);
-  int64_t dst = r;
-  if (j.positions) {  // the whole warp returns alike
-    int64_t p = j.positions[b];
-    if (p >= 0 && j.ring > 0) p %= j.ring;
-    if (p < 0 || p >= j.capacity) return;
-    dst = (p * B + b) * H + h;
-  }
-  const T* xg = static_cast<const T*>(j.x) + b * j.xs[0] + h * j.xs[1] + l * j.xs[2] + g * c.group;
-  uint8_t* out = j.rows + dst * c.row_bytes;
+  const T* x;
+  uint8_t* out;
+  if (!kv_encode_place(j, r, B, H, x, out)) return;  // the whole warp returns alike
+  const T* xg = x + g * c.group;
   const int groups = c.dim / c.group;
   uint8_t* first = out + c.codes_bytes;
   if (c.kind == 0) {
@@ -367,6 +383,92 @@ __device__ __forceinline__ void kv_encode_group_warp(const KVEncodeJob& j, int64
   }
   encode_turbo_key_group_warp(to_f32(xg[lane]), [xg](int i) { return to_f32(xg[i]); }, lane, out + g * 32,
                               first + 2 * g, first + 2 * (groups + g));
+}
+
+// Whether kv_encode_rotated_row_warp takes a codec: the rotated ones (TurboQuant's values, 4- and 3-bit
+// keys) of head dim 32, 64, 128 or 256.
+__host__ __device__ constexpr bool kv_encode_by_row(const KVCodecArgs& c) {
+  return c.kind == 2 && (c.dim == 32 || c.dim == 64 || c.dim == 128 || c.dim == 256);
+}
+
+// A rotated row of dim = 32 W (W <= 8) by one warp: the same bits as kv_encode_block. Lane l holds
+// elements [W l, W l + W) of x: the forward rotation runs on them in registers and on shuffles (each
+// element sees block_rotate's correctly rounded f32 ops in its order, as kv_decode_rows_kernel's inverse
+// does). Group g of 32 is lanes [g L, g L + L), L = 32 / W: its sum of squares runs in element order along
+// them, lane to lane (one sequential sum, as the CPU's), each lane codes its W elements (bounds: the
+// codebook's n_bounds bucket bounds in shared memory), and the group's stream words are OR-reduced over
+// its lanes, each lane keeping the bytes it stores.
+template <typename T, int W>
+__device__ inline void kv_encode_rotated_row_warp(const T* x, const KVCodecArgs& c, const TurboTables& t,
+                                                  const float* bounds, int lane, uint8_t* out) {
+  constexpr unsigned kAll = 0xffffffffu;
+  constexpr int L = 32 / W;
+  float y[W];
+#pragma unroll
+  for (int m = 0; m < W; ++m) {
+    const float v = to_f32(x[W * lane + m]);
+    y[m] = rotation_flips(t, W * lane + m) ? -v : v;
+  }
+  register_butterflies(y);
+#pragma unroll
+  for (int d = 1; d < 32; d *= 2) {  // stage h = d W: the partner is lane ^ d
+#pragma unroll
+    for (int m = 0; m < W; ++m) y[m] = lane_butterfly(y[m], lane, d);
+  }
+#pragma unroll
+  for (int m = 0; m < W; ++m) y[m] = __fmul_rn(y[m], t.norm);
+  const int j = lane % L, g = lane / L, bits = c.bits;
+  float ss = 0.0f;  // lane j adds its squares after lane j - 1 has added its own
+#pragma unroll
+  for (int k = 0; k < L; ++k) {
+    if (j == k) {
+#pragma unroll
+      for (int m = 0; m < W; ++m) ss = __fadd_rn(ss, __fmul_rn(y[m], y[m]));
+    }
+    const float prev = __shfl_up_sync(kAll, ss, 1);
+    if (j == k + 1) ss = prev;
+  }
+  ss = __shfl_sync(kAll, ss, g * L + L - 1);
+  const float s = f16_round(__fsqrt_rn(__fdiv_rn(ss, 32.0f)));
+  const float inv = __fdiv_rn(1.0f, __fadd_rn(s, 1e-8f));
+  uint64_t word = 0;  // this lane's codes, element m at bits [m bits, (m + 1) bits)
+#pragma unroll
+  for (int m = 0; m < W; ++m) {
+    const float v = __fmul_rn(y[m], inv);
+    int lo = 0, n = t.n_bounds;  // lower_bound: the number of bounds strictly below v
+    while (n > 0) {
+      const int half = n / 2;
+      if (bounds[lo + half] < v) {
+        lo += half + 1;
+        n -= half + 1;
+      } else {
+        n = half;
+      }
+    }
+    word |= static_cast<uint64_t>(lo) << (m * bits);
+  }
+  // The group's stream is `bits` words; this lane's bits start at j W bits. Byte i of the stream is kept
+  // by lane i % L, at byte i / L of `mine`.
+  const unsigned group_mask = L == 32 ? kAll : ((1u << L) - 1u) << (g * L);
+  uint64_t mine = 0;
+  for (int k = 0; k < bits; ++k) {
+    const int off = j * W * bits - 32 * k;
+    uint32_t part = 0;
+    if (off >= 0 && off < 32) part = static_cast<uint32_t>(word << off);
+    if (off < 0 && off > -W * bits) part = static_cast<uint32_t>(word >> -off);
+    const uint32_t wk = __reduce_or_sync(group_mask, part);
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      const int i = 4 * k + q;
+      if (i % L == j) mine |= static_cast<uint64_t>((wk >> (8 * q)) & 0xffu) << (8 * (i / L));
+    }
+  }
+  uint8_t* codes = out + g * 4 * bits;
+  for (int slot = 0; slot * L < 4 * bits; ++slot) {
+    const int i = slot * L + j;
+    if (i < 4 * bits) codes[i] = static_cast<uint8_t>(mine >> (8 * slot));
+  }
+  if (j == 0) store_f16(out + c.codes_bytes + 2 * g, s);
 }
 
 // Shared memory of kv_encode_block: a row of at most 1024 floats and the codebook's bucket bounds.
@@ -384,16 +486,9 @@ __device__ __forceinline__ void kv_encode_block(const KVEncodeJob& j, int64_t r,
   float* row = sm.row;
   float* bounds = sm.bounds;
   const KVCodecArgs c = j.c;
-  uint8_t* rows = j.rows;
-  const int64_t h = r % H, b = (r / H) % B, l = r / (H * B);
-  int64_t dst = r;
-  if (j.positions) {  // the whole block returns alike, before any barrier
-    int64_t p = j.positions[b];
-    if (p >= 0 && j.ring > 0) p %= j.ring;
-    if (p < 0 || p >= j.capacity) return;
-    dst = (p * B + b) * H + h;
-  }
-  const T* xp = static_cast<const T*>(j.x) + b * j.xs[0] + h * j.xs[1] + l * j.xs[2];
+  const T* xp;
+  uint8_t* out;
+  if (!kv_encode_place(j, r, B, H, xp, out)) return;  // the whole block returns alike, before any barrier
   if (c.kind == 2) {
     for (int i = threadIdx.x; i < t.n_bounds; i += blockDim.x) bounds[i] = t.bounds[i];
   }
@@ -405,7 +500,6 @@ __device__ __forceinline__ void kv_encode_block(const KVEncodeJob& j, int64_t r,
     __syncthreads();
     if (c.kind == 2) block_rotate(row, c.dim, t, false);
   }
-  uint8_t* out = rows + dst * c.row_bytes;
   const int groups = c.dim / c.group;
   uint8_t* first = out + c.codes_bytes;  // f16 scales [groups], then the second f16 [groups]
   if (c.kind == 0) {  // affine: a thread a group
@@ -435,20 +529,41 @@ __device__ __forceinline__ void kv_encode_block(const KVEncodeJob& j, int64_t r,
 //
 // A job whose codec kv_encode_by_group takes is encoded a warp a group instead: warp w of the grid's
 // (gridDim.x x blockDim.x / 32) takes groups w, w + that count, ... of its rows x groups, straight from x
-// (no shared memory, no barrier). rows: the jobs' packed rows (L B H).
+// (no shared memory, no barrier); one that kv_encode_by_row takes, a warp a row (rows w, w + that
+// count, ...). rows: the jobs' packed rows (L B H).
 template <typename T>
 __global__ void kv_encode_kernel(KVEncodeJob j0, KVEncodeJob j1, int64_t B, int64_t H, int64_t rows,
                                  TurboTables t) {
   grid_dependency_wait();
   __shared__ KVEncodeSmem sm;
   const KVEncodeJob& j = blockIdx.y == 0 ? j0 : j1;
+  const int warps = blockDim.x >> 5, lane = threadIdx.x & 31;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * warps + (threadIdx.x >> 5);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * warps;
+  if (kv_encode_by_row(j.c)) {
+    for (int i = threadIdx.x; i < t.n_bounds; i += blockDim.x) sm.bounds[i] = t.bounds[i];
+    __syncthreads();
+    auto rows_of = [&](auto w) {
+      constexpr int W = decltype(w)::value;
+      for (int64_t r = first; r < rows; r += stride) {
+        const T* x;
+        uint8_t* out;
+        if (kv_encode_place(j, r, B, H, x, out)) kv_encode_rotated_row_warp<T, W>(x, j.c, t, sm.bounds, lane, out);
+      }
+    };
+    switch (j.c.dim) {
+      case 32: return rows_of(std::integral_constant<int, 1>{});
+      case 64: return rows_of(std::integral_constant<int, 2>{});
+      case 128: return rows_of(std::integral_constant<int, 4>{});
+      default: return rows_of(std::integral_constant<int, 8>{});
+    }
+  }
   if (!kv_encode_by_group(j.c)) {
     if (blockIdx.x < rows) kv_encode_block<T>(j, blockIdx.x, B, H, t, sm);
     return;
   }
-  const int groups = j.c.dim / j.c.group, warps = blockDim.x >> 5, lane = threadIdx.x & 31;
-  const int64_t units = rows * groups, stride = static_cast<int64_t>(gridDim.x) * warps;
-  for (int64_t u = static_cast<int64_t>(blockIdx.x) * warps + (threadIdx.x >> 5); u < units; u += stride) {
+  const int groups = j.c.dim / j.c.group;
+  for (int64_t u = first; u < rows * groups; u += stride) {
     kv_encode_group_warp<T>(j, u / groups, static_cast<int>(u % groups), B, H, lane);
   }
 }
