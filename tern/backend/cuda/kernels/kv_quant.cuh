@@ -227,6 +227,21 @@ __device__ inline void encode_turbo_key_group_warp(float xi, At at, int lane, ui
   }
 }
 
+// The number of the n sorted bounds strictly below y (a lower bound by bisection): y's codebook index.
+__device__ __forceinline__ int bounds_below(const float* bounds, int n, float y) {
+  int lo = 0;
+  while (n > 0) {
+    const int half = n / 2;
+    if (bounds[lo + half] < y) {
+      lo += half + 1;
+      n -= half + 1;
+    } else {
+      n = half;
+    }
+  }
+  return lo;
+}
+
 // One group of 32 of a rotated TurboQuant value row, exactly as turboquant::encode_rotated_value, by
 // one warp, lane i taking element i (the sum of squares stays one sequential sum, on lane 0). bounds: the
 // codebook's n_bounds bucket bounds in shared memory. The codes' little-endian stream is assembled as
@@ -244,17 +259,7 @@ __device__ inline void encode_turbo_value_group_warp(const float* r, int bits, c
   s = __shfl_sync(kAll, s, 0);
   inv = __shfl_sync(kAll, inv, 0);
   const float y = __fmul_rn(r[lane], inv);
-  int lo = 0, n = n_bounds;  // lower_bound: the number of bounds strictly below y
-  while (n > 0) {
-    const int half = n / 2;
-    if (bounds[lo + half] < y) {
-      lo += half + 1;
-      n -= half + 1;
-    } else {
-      n = half;
-    }
-  }
-  const unsigned c = static_cast<unsigned>(lo);
+  const unsigned c = static_cast<unsigned>(bounds_below(bounds, n_bounds, y));
   const int bit = lane * bits, w0 = bit >> 5, sh = bit & 31;
   unsigned word = 0;  // this lane's byte of the stream
   for (int k = 0; k < bits; ++k) {  // the stream is `bits` words of 32 codes' bits
@@ -435,17 +440,7 @@ __device__ inline void kv_encode_rotated_row_warp(const T* x, const KVCodecArgs&
 #pragma unroll
   for (int m = 0; m < W; ++m) {
     const float v = __fmul_rn(y[m], inv);
-    int lo = 0, n = t.n_bounds;  // lower_bound: the number of bounds strictly below v
-    while (n > 0) {
-      const int half = n / 2;
-      if (bounds[lo + half] < v) {
-        lo += half + 1;
-        n -= half + 1;
-      } else {
-        n = half;
-      }
-    }
-    word |= static_cast<uint64_t>(lo) << (m * bits);
+    word |= static_cast<uint64_t>(bounds_below(bounds, t.n_bounds, v)) << (m * bits);
   }
   // The group's stream is `bits` words; this lane's bits start at j W bits. Byte i of the stream is kept
   // by lane i % L, at byte i / L of `mine`.
