@@ -83,72 +83,71 @@ __device__ __forceinline__ void store_partial(float* pp, int d, float acc, float
 // The online-softmax step of one warp's BN-key tile: the scores s (mma accumulators of the 16 query
 // rows, key n0 + 8 i + 2 t + (e & 1) in s[i][e]) become probabilities (log2 domain, scaled and
 // soft-capped, masked(rr, j) hiding key j from row g + 8 rr), and (o, row_m, row_l) are rescaled.
-// Unless `upper` (uniform: rows 8-15 hold no query), the rows g + 8 are skipped: their probabilities
-// are 0 and their (o, row_m, row_l) stay as they were.
 // I: the key index type (int where the caller knows keys fit 32 bits: cheaper masks).
 template <int HD, int BN, typename I, typename Masked>
 __device__ __forceinline__ void decode_softmax(float (&s)[BN / 8][4], I n0, float scale, float softcap,
                                                float (&o)[HD / 8][4], float (&row_m)[2], float (&row_l)[2],
-                                               Masked masked, bool upper = true) {
+                                               Masked masked) {
   const int t = threadIdx.x & 3;
-  auto half = [&](const int rr) {  // rows g + 8 rr: elements 2 rr and 2 rr + 1 of each s[i]
-    if (softcap > 0.0f) {  // uniform: decided once per tile, not per score
-      const float inv = scale / softcap, out = softcap * kLog2e;
+  float tile_max[2] = {-INFINITY, -INFINITY};
+  if (softcap > 0.0f) {  // uniform: decided once per tile, not per score
+    const float inv = scale / softcap, out = softcap * kLog2e;
 #pragma unroll
-      for (int i = 0; i < BN / 8; ++i)
+    for (int i = 0; i < BN / 8; ++i)
 #pragma unroll
-        for (int e = 2 * rr; e < 2 * rr + 2; ++e) s[i][e] = out * tanhf(s[i][e] * inv);
-    } else {
-      const float k = scale * kLog2e;
+      for (int e = 0; e < 4; ++e) s[i][e] = out * tanhf(s[i][e] * inv);
+  } else {
+    const float k = scale * kLog2e;
 #pragma unroll
-      for (int i = 0; i < BN / 8; ++i)
+    for (int i = 0; i < BN / 8; ++i)
 #pragma unroll
-        for (int e = 2 * rr; e < 2 * rr + 2; ++e) s[i][e] *= k;
+      for (int e = 0; e < 4; ++e) s[i][e] *= k;
+  }
+#pragma unroll
+  for (int i = 0; i < BN / 8; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int rr = e >> 1;
+      const I j = n0 + i * 8 + 2 * t + (e & 1);
+      if (masked(rr, j)) s[i][e] = -INFINITY;
+      tile_max[rr] = fmaxf(tile_max[rr], s[i][e]);
     }
-    float tile_max = -INFINITY;
+  }
+  float corr[2];
 #pragma unroll
-    for (int i = 0; i < BN / 8; ++i) {
-#pragma unroll
-      for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
-        const I j = n0 + i * 8 + 2 * t + (e & 1);
-        if (masked(rr, j)) s[i][e] = -INFINITY;
-        tile_max = fmaxf(tile_max, s[i][e]);
-      }
-    }
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-    tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 2));
-    const float m_new = fmaxf(row_m[rr], tile_max);
-    const float corr = m_new == -INFINITY ? 1.0f : fast_exp2(row_m[rr] - m_new);
+  for (int rr = 0; rr < 2; ++rr) {
+    tile_max[rr] = fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 1));
+    tile_max[rr] = fmaxf(tile_max[rr], __shfl_xor_sync(0xffffffffu, tile_max[rr], 2));
+    const float m_new = fmaxf(row_m[rr], tile_max[rr]);
+    corr[rr] = m_new == -INFINITY ? 1.0f : fast_exp2(row_m[rr] - m_new);
     row_m[rr] = m_new;
-    // A row that has seen no key yet subtracts 0: its scores are all -inf, and ex2 of -inf is 0.
-    const float m_sub = m_new == -INFINITY ? 0.0f : m_new;
-    float tile_sum = 0.0f;
+  }
+  // A row that has seen no key yet subtracts 0: its scores are all -inf, and ex2 of -inf is 0.
+  const float m_sub[2] = {row_m[0] == -INFINITY ? 0.0f : row_m[0], row_m[1] == -INFINITY ? 0.0f : row_m[1]};
+  float tile_sum[2] = {0.0f, 0.0f};
 #pragma unroll
-    for (int i = 0; i < BN / 8; ++i) {
+  for (int i = 0; i < BN / 8; ++i) {
 #pragma unroll
-      for (int e = 2 * rr; e < 2 * rr + 2; ++e) {
-        const float p = fast_exp2(s[i][e] - m_sub);
-        s[i][e] = p;
-        tile_sum += p;
-      }
+    for (int e = 0; e < 4; ++e) {
+      const int rr = e >> 1;
+      const float p = fast_exp2(s[i][e] - m_sub[rr]);
+      s[i][e] = p;
+      tile_sum[rr] += p;
     }
-    row_l[rr] = row_l[rr] * corr + tile_sum;
-    // Once the maxima settle most tiles skip this. Each half votes alone: rows g + 8 that hold no query
-    // (their scores are all 0) rescale at their first tile only.
-    if (__any_sync(0xffffffffu, corr != 1.0f)) {
+  }
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) row_l[rr] = row_l[rr] * corr[rr] + tile_sum[rr];
+  // Once the maxima settle most tiles skip these. Each half votes alone: rows g + 8 that hold no query
+  // (G <= 8 in the quantized read: their scores are all 0) rescale at their first tile only.
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    if (__any_sync(0xffffffffu, corr[rr] != 1.0f)) {
 #pragma unroll
       for (int i = 0; i < HD / 8; ++i) {
-        o[i][2 * rr] *= corr;
-        o[i][2 * rr + 1] *= corr;
+        o[i][2 * rr] *= corr[rr];
+        o[i][2 * rr + 1] *= corr[rr];
       }
     }
-  };
-  half(0);
-  if (upper) {
-    half(1);
-  } else {
-#pragma unroll
-    for (int i = 0; i < BN / 8; ++i) s[i][2] = s[i][3] = 0.0f;
   }
 }
 

@@ -57,31 +57,14 @@ constexpr size_t kv_mma_smem_bytes(int k_stage, int v_stage, int new_rows = 1) {
          (VC::kTableWords + kv_key_table_words<KC, VC>() + 2 * HD * new_rows) * sizeof(float);
 }
 
-// A lane's walk over the GRAN-byte pieces of a staged tile's rows of per_row pieces. Rows of at most 16
-// pieces go by columns: lane l copies piece l % per_row of rows l / per_row + i dr, dr = 32 / per_row rows
-// a trip (the lanes past dr per_row rows idle), so a trip adds constant strides to its two addresses.
-// Longer rows take piece i 32 + lane (row-major) on trip i: r0, c0 the lane's first piece, dr, dc what 32
-// pieces add. Either way consecutive lanes copy consecutive pieces of a row, and each cp.async of the warp
-// reads whole sectors.
+// A lane's walk over the GRAN-byte pieces of a staged tile's rows of per_row pieces: piece i 32 + lane
+// (row-major) on trip i, so that consecutive lanes copy consecutive pieces of a row and each cp.async
+// of the warp reads whole sectors. r0, c0: the lane's first piece; dr, dc: what 32 pieces add.
 struct StageWalk {
   int r0, c0, dr, dc, per_row;
-  __device__ __forceinline__ bool by_column() const { return per_row <= 16; }
 };
 __device__ __forceinline__ StageWalk stage_walk(int per_row, int lane) {
-  if (per_row <= 16) {
-    const int rows = 32 / per_row;
-    return {lane < rows * per_row ? lane / per_row : kKVWarpKeys, lane % per_row, rows, 0, per_row};
-  }
   return {lane / per_row, lane % per_row, 32 / per_row, 32 % per_row, per_row};
-}
-
-template <int GRAN>
-__device__ __forceinline__ void cp_async_piece(uint32_t d, const uint8_t* g) {
-  if constexpr (GRAN == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(g));
-  } else {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(d), "l"(g), "n"(GRAN));
-  }
 }
 
 // One warp copies the first n rows of a 16-row tile (row r at src + r * src_step bytes) into dst (rows
@@ -91,26 +74,19 @@ __device__ __forceinline__ void cp_async_piece(uint32_t d, const uint8_t* g) {
 template <int GRAN>
 __device__ __forceinline__ void warp_stage_rows(uint8_t* dst, const uint8_t* src, int64_t src_step, int stage, int n,
                                                 const StageWalk& w) {
-  if (w.by_column()) {  // uniform
-    const int trips = (kKVWarpKeys + w.dr - 1) / w.dr;
-    const int r0 = w.r0 < kKVWarpKeys ? w.r0 : 0;  // an idle lane's addresses stay inside the tile
-    const uint8_t* g = src + r0 * src_step + w.c0 * GRAN;
-    uint32_t d = smem_addr(dst + r0 * stage + w.c0 * GRAN);
-    const int64_t g_step = w.dr * src_step;
-    const uint32_t d_step = w.dr * stage;
-    int r = w.r0;
-#pragma unroll 4
-    for (int i = 0; i < trips; ++i) {
-      if (r < n) cp_async_piece<GRAN>(d, g);
-      r += w.dr, g += g_step, d += d_step;
-    }
-    return;
-  }
   const int trips = (kKVWarpKeys * w.per_row + 31) / 32;
   int r = w.r0, c = w.c0;
 #pragma unroll 4
   for (int i = 0; i < trips; ++i) {
-    if (r < n) cp_async_piece<GRAN>(smem_addr(dst + r * stage + c * GRAN), src + r * src_step + c * GRAN);
+    if (r < n) {
+      const uint32_t d = smem_addr(dst + r * stage + c * GRAN);
+      const uint8_t* g = src + r * src_step + c * GRAN;
+      if constexpr (GRAN == 16) {
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(g));
+      } else {
+        asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(d), "l"(g), "n"(GRAN));
+      }
+    }
     r += w.dr, c += w.dc;
     if (c >= w.per_row) c -= w.per_row, ++r;
   }
@@ -131,16 +107,14 @@ __device__ __forceinline__ uint32_t with_half(uint32_t x, int hi, float value) {
 
 // One warp's 16-key tile of staged packed rows (ck keys, cv values, row strides k_stage / v_stage):
 // Q K^T against the warp's query fragments sqf, the online softmax (masked(rr, j) applied unless `full`),
-// and O += P V (rows 8-15 only when `upper`: decode_softmax). Unless `full`, mend_key(kb, j) and
-// mend_value(v, j, half) may replace the fragments of rows that were not staged (key j; value j in half
-// `half` of each word).
+// and O += P V. Unless `full`, mend_key(kb, j) and mend_value(v, j, half) may replace the fragments of
+// rows that were not staged (key j; value j in half `half` of each word).
 template <int HD, typename KC, typename VC, typename Masked, typename MendKey, typename MendValue>
 __device__ __forceinline__ void kv_mma_tile(const uint8_t* ck, const uint8_t* cv, int k_stage, int v_stage, int k_shift,
                                             int v_shift, const uint32_t* key_table, const uint32_t* table,
-                                            const uint4* sqf, int n0, bool full, bool upper, float scale,
-                                            float softcap, float (&o)[HD / 8][4], float (&row_m)[2],
-                                            float (&row_l)[2], Masked masked, MendKey mend_key,
-                                            MendValue mend_value) {
+                                            const uint4* sqf, int n0, bool full, float scale, float softcap,
+                                            float (&o)[HD / 8][4], float (&row_m)[2], float (&row_l)[2],
+                                            Masked masked, MendKey mend_key, MendValue mend_value) {
   constexpr int BN = kKVWarpKeys, VD = HD / 8;
   const int lane = threadIdx.x & 31, g = lane >> 2, tq = lane & 3;
   // Both n-tiles' keys decoded first, so that their two chains of HD / 16 dependent mma interleave
@@ -162,9 +136,9 @@ __device__ __forceinline__ void kv_mma_tile(const uint8_t* ck, const uint8_t* cv
     for (int nn = 0; nn < BN / 8; ++nn) mma16816<__half>(s[nn], qa, kb[nn][kk][0], kb[nn][kk][1]);
   }
   if (full) {  // nothing in the tile is hidden
-    decode_softmax<HD, BN>(s, n0, scale, softcap, o, row_m, row_l, [](int, int) { return false; }, upper);
+    decode_softmax<HD, BN>(s, n0, scale, softcap, o, row_m, row_l, [](int, int) { return false; });
   } else {
-    decode_softmax<HD, BN>(s, n0, scale, softcap, o, row_m, row_l, masked, upper);
+    decode_softmax<HD, BN>(s, n0, scale, softcap, o, row_m, row_l, masked);
   }
   const uint32_t pa[4] = {pack2<__half>(s[0][0], s[0][1]), pack2<__half>(s[0][2], s[0][3]),
                           pack2<__half>(s[1][0], s[1][1]), pack2<__half>(s[1][2], s[1][3])};
@@ -345,7 +319,6 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
     for (int i = 0; i < VD; ++i) v[i] = with_half(v[i], half, fresh ? nv[g * VD + i] : 0.0f);
   };
 
-  const bool upper = rows > 8;  // whether mma rows 8-15 hold queries
   int buf = 0;
   for (int n0 = first; n0 < j1; n0 += step) {
     const int ahead = n0 + (kKVStages - 1) * step;
@@ -357,8 +330,8 @@ __global__ void __launch_bounds__(kFlashWarps * 32, HD == 256 ? 1 : 3)
     const uint8_t* cv = ck + BN * k_stage;
     const bool full = n0 + BN <= hi && (skip < n0 || skip >= n0 + BN);  // uniform across the warp
 
-    kv_mma_tile<HD, KC, VC>(ck, cv, k_stage, v_stage, k_shift, v_shift, key_table, table, sqf, n0, full, upper,
-                            a.scale, a.softcap, o, row_m, row_l, masked,
+    kv_mma_tile<HD, KC, VC>(ck, cv, k_stage, v_stage, k_shift, v_shift, key_table, table, sqf, n0, full, a.scale,
+                            a.softcap, o, row_m, row_l, masked,
                             [&](uint32_t(&kb)[HD / 16][2], int j) {
                               if (j >= hi) fix_key(kb, j);
                             },

@@ -138,7 +138,7 @@ __global__ void __launch_bounds__(kFlashWarps * 32, 3)
       const uint8_t* ck = buffer(w, buf);
       const uint8_t* cv = ck + BN * k_stage;
       kv_mma_tile<HD, KC, VC>(ck, cv, k_stage, v_stage, k_shift, v_shift, key_table, table, sqf, s0, s0 + BN <= j1,
-                              rows > 8, a.scale, a.softcap, o, row_m, row_l, past_end, [](uint32_t(&)[HD / 16][2], int) {},
+                              a.scale, a.softcap, o, row_m, row_l, past_end, [](uint32_t(&)[HD / 16][2], int) {},
                               zero_past_end);
     }
     __syncthreads();  // every warp is done with this tile's buffers: they are staged again
