@@ -52,23 +52,24 @@ __device__ __forceinline__ void gemv_row(const X* __restrict__ x, const uint4* _
                                          float* acc) {
   constexpr int S = 32 * W;
   const int64_t chunks = K / 8;
+  auto add = [&](const uint4& w, int64_t c) {  // chunk c of the row, whose weights are w
+    float wf[8];
+    bf16x8_to_f32(w, wf);
+#pragma unroll
+    for (int m = 0; m < M; ++m) {
+      float xf[8];
+      load_x8<SX>(x + m * K, c, xf);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
+    }
+  };
   int64_t g = 0;
   for (; g + U * S <= chunks; g += U * S) {
     uint4 wv[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) wv[u] = load_weights16<NA>(wr + g + v + S * u);
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      float wf[8];
-      bf16x8_to_f32(wv[u], wf);
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        float xf[8];
-        load_x8<SX>(x + m * K, g + v + S * u, xf);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
-      }
-    }
+    for (int u = 0; u < U; ++u) add(wv[u], g + v + S * u);
   }
   if (g >= chunks) return;
   uint4 wv[U];
@@ -78,15 +79,7 @@ __device__ __forceinline__ void gemv_row(const X* __restrict__ x, const uint4* _
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     if (g + v + S * u >= chunks) break;
-    float wf[8];
-    bf16x8_to_f32(wv[u], wf);
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      float xf[8];
-      load_x8<SX>(x + m * K, g + v + S * u, xf);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
-    }
+    add(wv[u], g + v + S * u);
   }
 }
 
