@@ -42,6 +42,21 @@ __device__ __forceinline__ void load_x8(const X* row, int64_t c, float* f) {
   }
 }
 
+// acc[m] += x[m, 8 c : 8 c + 8] . w for the M activation rows of K elements at x (SX, X: as load_x8):
+// chunk c of a weight row, its 8 bf16 weights w.
+template <int M, bool SX, typename X>
+__device__ __forceinline__ void gemv_chunk(const X* x, int64_t K, const uint4& w, int64_t c, float* acc) {
+  float wf[8];
+  bf16x8_to_f32(w, wf);
+#pragma unroll
+  for (int m = 0; m < M; ++m) {
+    float xf[8];
+    load_x8<SX>(x + m * K, c, xf);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
+  }
+}
+
 // acc[m] += x[m, :] . wr over this lane's share of one weight row wr of K bf16 (K % 8 == 0): the row's
 // 16-byte chunks are taken in groups of U * 32 * W, lane v (of the row's 32 * W) reading chunks
 // v, v + 32W, ... of each group, the last partial group predicated. The caller sums acc over the lanes.
@@ -52,24 +67,13 @@ __device__ __forceinline__ void gemv_row(const X* __restrict__ x, const uint4* _
                                          float* acc) {
   constexpr int S = 32 * W;
   const int64_t chunks = K / 8;
-  auto add = [&](const uint4& w, int64_t c) {  // chunk c of the row, whose weights are w
-    float wf[8];
-    bf16x8_to_f32(w, wf);
-#pragma unroll
-    for (int m = 0; m < M; ++m) {
-      float xf[8];
-      load_x8<SX>(x + m * K, c, xf);
-#pragma unroll
-      for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
-    }
-  };
   int64_t g = 0;
   for (; g + U * S <= chunks; g += U * S) {
     uint4 wv[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) wv[u] = load_weights16<NA>(wr + g + v + S * u);
 #pragma unroll
-    for (int u = 0; u < U; ++u) add(wv[u], g + v + S * u);
+    for (int u = 0; u < U; ++u) gemv_chunk<M, SX>(x, K, wv[u], g + v + S * u, acc);
   }
   if (g >= chunks) return;
   uint4 wv[U];
@@ -79,7 +83,7 @@ __device__ __forceinline__ void gemv_row(const X* __restrict__ x, const uint4* _
 #pragma unroll
   for (int u = 0; u < U; ++u) {
     if (g + v + S * u >= chunks) break;
-    add(wv[u], g + v + S * u);
+    gemv_chunk<M, SX>(x, K, wv[u], g + v + S * u, acc);
   }
 }
 

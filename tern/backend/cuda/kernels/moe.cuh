@@ -398,26 +398,15 @@ __global__ void __launch_bounds__(kRouteClusterWarps * 32)
     float acc[M];
 #pragma unroll
     for (int m = 0; m < M; ++m) acc[m] = 0.0f;
-    auto add = [&](const uint4& wv, int64_t c) {
-      float wf[8];
-      bf16x8_to_f32(wv, wf);
-#pragma unroll
-      for (int m = 0; m < M; ++m) {
-        float xf[8];
-        load_x8<true>(xs + m * H, c, xf);
-#pragma unroll
-        for (int i = 0; i < 8; ++i) acc[m] += wf[i] * xf[i];
-      }
-    };
     int64_t c0 = lane;  // the warp's first row starts from the vectors already loaded
     if (j == warp) {
 #pragma unroll
       for (int u = 0; u < kFirst; ++u) {
-        if (lane + 32 * u < chunks) add(first[u], lane + 32 * u);
+        if (lane + 32 * u < chunks) gemv_chunk<M, true>(xs, H, first[u], lane + 32 * u, acc);
       }
       c0 = lane + 32 * kFirst;
     }
-    for (int64_t c = c0; c < chunks; c += 32) add(load_weights16<true>(wr + c), c);
+    for (int64_t c = c0; c < chunks; c += 32) gemv_chunk<M, true>(xs, H, load_weights16<true>(wr + c), c, acc);
 #pragma unroll
     for (int m = 0; m < M; ++m) {
       const float v = warp_sum(acc[m]);
