@@ -7,7 +7,8 @@ Usage:
   python3 bench/graph_profile.py trace_cuda_gpu_trace.csv [--gap-us 4]
 
 Kernels are split into steps wherever the GPU sits idle for more than --gap-us; the segments of the kernel
-count that holds the most kernels in all are taken as the decode steps. For each kernel name the table gives its launches a
+count that holds the most kernels in all are taken as the decode steps (--kernels N names the count, for a
+trace whose eager prefill makes many short segments; the counts found are printed). For each kernel name the table gives its launches a
 step, its mean duration, and its mean "exposed" time: the time from the previous kernel's end (in end
 order) to its own end, which is what the kernel adds to the step when kernels overlap under programmatic
 dependent launch. The exposed times of a step add up to the step's span.
@@ -60,6 +61,9 @@ def main():
     ap.add_argument("--period", type=int, help="also the mean of each position in a repeating run of this many "
                     "kernels (a layer), after --skip kernels at the start of each step")
     ap.add_argument("--skip", type=int, default=0)
+    ap.add_argument("--kernels", type=int, help="the decode steps are the segments of this many kernels (default: "
+                    "the segment length that holds the most kernels in all; a trace with a long eager prefill "
+                    "may need it: the lengths found are printed)")
     a = ap.parse_args()
     rows = load(a.csv)
     steps, cur, last_end = [], [], 0
@@ -74,8 +78,10 @@ def main():
     # The decode steps: the segment length that holds the most kernels in all (load-time and other lone
     # kernels make many short segments).
     lengths = collections.Counter(len(s) for s in steps)
-    common = max(lengths, key=lambda n: n * lengths[n])
+    common = a.kernels if a.kernels else max(lengths, key=lambda n: n * lengths[n])
     decode = [s for s in steps if len(s) == common]
+    if not decode:
+        sys.exit(f"{a.csv}: no segment of {common} kernels")
     if len(decode) > 2:
         decode = decode[1:-1]  # the first and last of a run may carry warm-up or teardown
     dur = collections.defaultdict(float)
@@ -123,6 +129,8 @@ def main():
             print(f"| {i} | {names[i]} | {st_ / c / 1000:.2f} | {du / c / 1000:.2f} | {ex / c / 1000:.2f} |")
     print(f"{len(steps)} idle-separated segments; {n} decode steps of {common} kernels; "
           f"mean step span {span / n / 1000:.1f} us")
+    top = sorted(lengths, key=lambda k: -k * lengths[k])[:6]
+    print("segment lengths, kernels x segments: " + ", ".join(f"{k} x {lengths[k]}" for k in top))
     print("| kernel | a step | mean us | exposed us a step | share |")
     print("|---|---|---|---|---|")
     for k in sorted(order, key=lambda k: -exposed[k]):
