@@ -1,6 +1,7 @@
 // generation_config.json parsing with fallbacks to config.json's token ids.
 #include "tern/io/generation_config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -12,19 +13,22 @@ namespace tern::io {
 
 GenerationConfig load_generation_config(const std::string& model_dir, const ModelConfig& config) {
   namespace fs = std::filesystem;
-  GenerationConfig g;
-  g.eos_token_ids = config.eos_token_ids;
-  g.bos_token_id = config.bos_token_id;
-  g.pad_token_id = config.pad_token_id;
   const std::string path = (fs::path(model_dir) / "generation_config.json").string();
   std::error_code ec;
-  if (!fs::is_regular_file(path, ec)) return g;
-
+  if (!fs::is_regular_file(path, ec)) return parse_generation_config("{}", path, config);
   std::ifstream in(path, std::ios::binary);
   TERN_CHECK(in.good(), "[generation_config] {}: expected a readable file", path);
   std::stringstream ss;
   ss << in.rdbuf();
-  const nlohmann::json j = parse_json_text(ss.str(), path, "generation_config");
+  return parse_generation_config(ss.str(), path, config);
+}
+
+GenerationConfig parse_generation_config(const std::string& text, const std::string& path, const ModelConfig& config) {
+  GenerationConfig g;
+  g.eos_token_ids = config.eos_token_ids;
+  g.bos_token_id = config.bos_token_id;
+  g.pad_token_id = config.pad_token_id;
+  const nlohmann::json j = parse_json_text(text, path, "generation_config");
   TERN_CHECK(j.is_object(), "[generation_config] {}: expected a JSON object, got {}", path, j.type_name());
   const JsonReader r(j, path, "", "generation_config");
 
@@ -35,15 +39,27 @@ GenerationConfig load_generation_config(const std::string& model_dir, const Mode
                json_brief(*r.find(key)));
     return ids[0];
   };
+  // Sampling numbers become floats: finite and within float range.
+  auto number = [&](const char* key) -> std::optional<double> {
+    const std::optional<double> v = r.opt_double(key);
+    TERN_CHECK(!v || (std::isfinite(*v) && std::fabs(*v) <= std::numeric_limits<float>::max()),
+               "[generation_config] {}: expected key '{}' to be a finite number within float range, got {}", path,
+               key, json_brief(*r.find(key)));
+    return v;
+  };
   if (r.has("eos_token_id")) g.eos_token_ids = token_ids(*r.find("eos_token_id"), path, "eos_token_id", "generation_config");
   if (auto v = single_id("bos_token_id")) g.bos_token_id = v;
   if (auto v = single_id("pad_token_id")) g.pad_token_id = v;
   g.do_sample = r.opt_bool("do_sample");
-  g.temperature = r.opt_double("temperature");
-  g.top_p = r.opt_double("top_p");
-  g.min_p = r.opt_double("min_p");
-  g.repetition_penalty = r.opt_double("repetition_penalty");
+  g.temperature = number("temperature");
+  g.top_p = number("top_p");
+  g.min_p = number("min_p");
+  g.repetition_penalty = number("repetition_penalty");
   g.top_k = r.opt_int("top_k");
+  // A 32-bit count (the sampler's); a negative one is the sampler's to reject, only when it samples.
+  TERN_CHECK(!g.top_k || (*g.top_k >= std::numeric_limits<int32_t>::min() &&
+                          *g.top_k <= std::numeric_limits<int32_t>::max()),
+             "[generation_config] {}: expected key 'top_k' to fit in 32 bits, got {}", path, *g.top_k);
   g.max_new_tokens = r.opt_int("max_new_tokens");
   return g;
 }

@@ -20,7 +20,10 @@ struct GenerationConfig {
 
 // Reads <model_dir>/generation_config.json when present. eos_token_id (int or list) falls back to
 // config.eos_token_ids when the file or the key is missing (or null); bos/pad fall back likewise.
-// Invalid JSON or a value of the wrong type throws "[generation_config] <path>: ...".
+// Invalid JSON, a value of the wrong type, a sampling number that is not finite or past float range,
+// or a top_k past 32 bits throws "[generation_config] <path>: ...".
 GenerationConfig load_generation_config(const std::string& model_dir, const ModelConfig& config);
+// The same for the file's text (path names it in errors).
+GenerationConfig parse_generation_config(const std::string& text, const std::string& path, const ModelConfig& config);
 
 }  // namespace tern::io

@@ -15,9 +15,15 @@ std::string json_brief(const json& j) {
 }
 
 json parse_json_text(const std::string& text, const std::string& path, const std::string& component) {
+  // Deeper documents are refused while parsing: printing one in an error (json_brief) recurses per level.
+  json::parser_callback_t depth_guard = [&](int depth, json::parse_event_t, json&) {
+    TERN_CHECK(depth <= kMaxConfigJsonDepth, "[{}] {}: expected JSON nested at most {} deep, got deeper", component,
+               path, kMaxConfigJsonDepth);
+    return true;
+  };
   try {
-    return json::parse(text);
-  } catch (const json::parse_error& e) {
+    return json::parse(text, depth_guard);
+  } catch (const json::exception& e) {  // a syntax error, or a number past double range (out_of_range)
     std::string what = e.what();
     size_t cut = what.find("] ");
     TERN_THROW("[{}] {}: expected valid JSON, got {}", component, path,
@@ -28,7 +34,8 @@ json parse_json_text(const std::string& text, const std::string& path, const std
 std::vector<int32_t> token_ids(const json& j, const std::string& path, const std::string& key,
                                const std::string& component) {
   auto one = [&](const json& v) {
-    TERN_CHECK(v.is_number_integer() && v.get<int64_t>() >= std::numeric_limits<int32_t>::min() &&
+    TERN_CHECK(v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > INT32_MAX) &&
+                   v.get<int64_t>() >= std::numeric_limits<int32_t>::min() &&
                    v.get<int64_t>() <= std::numeric_limits<int32_t>::max(),
                "[{}] {}: expected key '{}' to be a token id or a list of them, got {}", component, path, key,
                json_brief(j));

@@ -13,8 +13,12 @@ namespace tern::io {
 // A short rendering of j for error messages (at most ~80 characters, invalid UTF-8 replaced).
 std::string json_brief(const nlohmann::json& j);
 
+// The deepest nesting parse_json_text accepts (Hugging Face configs nest a few levels).
+constexpr int kMaxConfigJsonDepth = 64;
+
 // Parses text as JSON; a syntax error throws "[component] <path>: expected valid JSON, got parse
-// error at line L, column C: ...".
+// error at line L, column C: ...", a number past double range "... got number overflow parsing ...", nesting deeper than kMaxConfigJsonDepth "... expected JSON nested
+// at most 64 deep, got deeper".
 nlohmann::json parse_json_text(const std::string& text, const std::string& path, const std::string& component);
 
 // Token ids from an int or a list of ints (the eos_token_id spellings); anything else throws

@@ -2,6 +2,8 @@
 #include "tern/io/random_weights.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "tern/base/file.h"
@@ -66,7 +68,11 @@ RandomFill default_random_fill(const std::string& name) {
 }
 
 std::shared_ptr<RandomWeights> RandomWeights::open(const std::string& path) {
-  const json j = parse_json_text(read_file(path, "weights"), path, "weights");
+  return parse(read_file(path, "weights"), path);
+}
+
+std::shared_ptr<RandomWeights> RandomWeights::parse(const std::string& text, const std::string& path) {
+  const json j = parse_json_text(text, path, "weights");
   TERN_CHECK(j.is_array(), "[weights] {}: expected a list of {{name, shape, dtype}} objects, got {}", path,
              json_brief(j));
   auto rw = std::make_shared<RandomWeights>();
@@ -84,14 +90,24 @@ std::shared_ptr<RandomWeights> RandomWeights::open(const std::string& path) {
     TERN_CHECK(shape && shape->is_array(), "[weights] {}: tensor '{}' expected a 'shape' list, got {}", path, e.name,
                shape ? json_brief(*shape) : "none");
     for (const json& d : *shape) {
-      TERN_CHECK(d.is_number_integer() && d.get<int64_t>() >= 0,
+      TERN_CHECK(d.is_number_integer() && !(d.is_number_unsigned() && d.get<uint64_t>() > INT64_MAX) &&
+                     d.get<int64_t>() >= 0,
                  "[weights] {}: tensor '{}' expected non-negative integer dimensions, got {}", path, e.name,
                  json_brief(*shape));
       e.shape.push_back(d.get<int64_t>());
     }
+    TERN_CHECK(checked_tensor_bytes(e.shape, e.dtype).has_value(),
+               "[weights] {}: tensor '{}' expected a shape whose size fits in 64 bits, got {}", path, e.name,
+               json_brief(*shape));
     RandomFill f = default_random_fill(e.name);
-    f.mean = static_cast<float>(r.opt_double("mean").value_or(f.mean));
-    f.std = static_cast<float>(r.opt_double("std").value_or(f.std));
+    auto fill_value = [&](const char* key, float fallback) {
+      const double v = r.opt_double(key).value_or(fallback);
+      TERN_CHECK(std::isfinite(v) && std::fabs(v) <= std::numeric_limits<float>::max(),
+                 "[weights] {}: tensor '{}' expected a finite '{}' within float range, got {}", path, e.name, key, v);
+      return static_cast<float>(v);
+    };
+    f.mean = fill_value("mean", f.mean);
+    f.std = fill_value("std", f.std);
     TERN_CHECK(f.std >= 0.0f, "[weights] {}: tensor '{}' expected std >= 0, got {}", path, e.name, f.std);
     TERN_CHECK(sorted.count(e.name) == 0, "[weights] {}: tensor '{}' listed twice", path, e.name);
     const std::string key = e.name;
@@ -102,7 +118,8 @@ std::shared_ptr<RandomWeights> RandomWeights::open(const std::string& path) {
   for (auto& [name, ef] : sorted) {
     SafetensorsEntry& e = ef.first;
     e.begin = offset;
-    e.end = offset + static_cast<uint64_t>(numel(e.shape)) * dtype_size(e.dtype);
+    TERN_CHECK(!__builtin_add_overflow(offset, *checked_tensor_bytes(e.shape, e.dtype), &e.end),
+               "[weights] {}: expected the tensors' total size to fit in 64 bits, past it at '{}'", path, name);
     offset = e.end;
     rw->index_[name] = rw->tensors_.size();
     rw->tensors_.push_back(std::move(e));

@@ -28,8 +28,11 @@ class RandomWeights {
  public:
   // Parses path: a JSON list of {"name", "shape": [..], "dtype": "BF16" | "F16" | "F32"} objects, each
   // optionally with "mean" and "std" overriding default_random_fill. A malformed file, duplicate name,
-  // unknown dtype or negative dimension throws tern::Error naming the path and the tensor.
+  // unknown dtype, negative dimension, a shape or a total size past 64 bits, or a mean or std that is
+  // not finite throws tern::Error naming the path and the tensor.
   static std::shared_ptr<RandomWeights> open(const std::string& path);
+  // The same for the file's text (path names it in errors).
+  static std::shared_ptr<RandomWeights> parse(const std::string& text, const std::string& path);
 
   const std::string& path() const { return path_; }
   // Every tensor, sorted by name; begin/end are offsets as if the tensors were laid out back to back.

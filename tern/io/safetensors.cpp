@@ -70,23 +70,17 @@ SafetensorsEntry parse_entry(const std::string& name, const json& v, uint64_t da
   const json& shape = v.at("shape");
   TERN_CHECK(shape.is_array(), "[safetensors] {}: tensor '{}' expected shape to be an array, got {}", file, name,
              json_brief(shape));
-  // Every partial product of the dims (zeros counted as 1) must fit in int64, so that element counts
-  // and contiguous strides of any view of this tensor cannot overflow.
-  int64_t extent = 1;
-  bool overflow = false;
   for (const json& d : shape) {
-    uint64_t n = parse_u64(d, file, name, "shape dims");
-    overflow = overflow || n > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-               __builtin_mul_overflow(extent, std::max<int64_t>(static_cast<int64_t>(n), 1), &extent);
-    TERN_CHECK(!overflow, "[safetensors] {}: tensor '{}' expected a shape whose size fits in 64 bits, got {}", file,
-               name, json_brief(shape));
+    const uint64_t n = parse_u64(d, file, name, "shape dims");
+    TERN_CHECK(n <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
+               "[safetensors] {}: tensor '{}' expected a shape whose size fits in 64 bits, got {}", file, name,
+               json_brief(shape));
     e.shape.push_back(static_cast<int64_t>(n));
   }
-  uint64_t expected_bytes = 0;
-  overflow = __builtin_mul_overflow(static_cast<uint64_t>(numel(e.shape)), static_cast<uint64_t>(dtype_size(e.dtype)),
-                                    &expected_bytes);
-  TERN_CHECK(!overflow, "[safetensors] {}: tensor '{}' expected a shape whose size fits in 64 bits, got {}", file,
-             name, json_brief(shape));
+  const std::optional<uint64_t> bytes = checked_tensor_bytes(e.shape, e.dtype);
+  TERN_CHECK(bytes.has_value(), "[safetensors] {}: tensor '{}' expected a shape whose size fits in 64 bits, got {}",
+             file, name, json_brief(shape));
+  const uint64_t expected_bytes = *bytes;
 
   const json& off = v.at("data_offsets");
   TERN_CHECK(off.is_array() && off.size() == 2,
@@ -174,6 +168,18 @@ SafetensorsHeader parse_impl(const uint8_t* data, size_t size, const std::string
 std::string errno_str() { return std::strerror(errno); }
 
 }  // namespace
+
+std::optional<uint64_t> checked_tensor_bytes(const Shape& shape, Dtype dtype) {
+  int64_t extent = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(extent, std::max<int64_t>(d, 1), &extent)) return std::nullopt;
+  }
+  uint64_t bytes = 0;
+  if (__builtin_mul_overflow(static_cast<uint64_t>(numel(shape)), static_cast<uint64_t>(dtype_size(dtype)), &bytes)) {
+    return std::nullopt;
+  }
+  return bytes;
+}
 
 const char* safetensors_dtype_name(Dtype d) {
   for (const auto& s : kDtypes) {

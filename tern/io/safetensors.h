@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,11 @@ constexpr uint64_t kMaxSafetensorsHeader = 100ull * 1000 * 1000;
 // JSON, unsupported dtype, bad shape, offsets out of range, overlapping or mis-sized tensors) throws
 // tern::Error "[safetensors] <filename>: ..." naming the tensor where there is one; never anything else.
 SafetensorsHeader parse_safetensors_header(const uint8_t* data, size_t size, const std::string& filename);
+
+// The bytes of a tensor of `shape` in `dtype`, or nullopt unless every dim is non-negative, every
+// partial product of the dims (zeros counted as 1) fits in int64 -- so that element counts and
+// contiguous strides of any view of it cannot overflow -- and its byte size fits in uint64.
+std::optional<uint64_t> checked_tensor_bytes(const Shape& shape, Dtype dtype);
 
 // The safetensors spelling of a dtype ("F32", "BF16", "BOOL", ...).
 const char* safetensors_dtype_name(Dtype d);

@@ -212,6 +212,16 @@ TEST(ModelConfig, ErrorsNameTheFileAndKey) {
   expect_error([&] { load_model_config(dir); }, {dir + "/config.json", "valid JSON", "line 3, column"});
   dir = config_dir("[1]");
   expect_error([&] { load_model_config(dir); }, {"config.json", "object"});
+  // Nesting deeper than any real config is refused while parsing (printing it in an error would recurse
+  // once a level), however deep the file goes.
+  dir = config_dir(std::string(200000, '[') + std::string(200000, ']'));
+  expect_error([&] { load_model_config(dir); }, {dir + "/config.json", "nested at most 64 deep"});
+  dir = config_dir(small_config(R"(, "rope_scaling": )" + std::string(70, '[') + std::string(70, ']')));
+  expect_error([&] { load_model_config(dir); }, {"config.json", "nested at most 64 deep"});
+  dir = config_dir(small_config(R"(, "rope_theta": 1e400)"));
+  expect_error([&] { load_model_config(dir); }, {dir + "/config.json", "valid JSON", "overflow"});
+  dir = config_dir(small_config(R"(, "eos_token_id": 18446744073709551615)"));
+  expect_error([&] { load_model_config(dir); }, {"config.json", "'eos_token_id'"});
 
   std::string empty = fresh_dir("empty");
   expect_error([&] { load_model_config(empty); }, {empty + "/config.json"});
@@ -257,6 +267,29 @@ TEST(GenerationConfig, ReadsFixturesAndFallsBack) {
   expect_error([&] { load_generation_config(dir, c); }, {"generation_config.json", "'eos_token_id'"});
   write_file(dir + "/generation_config.json", "{");
   expect_error([&] { load_generation_config(dir, c); }, {"generation_config.json", "valid JSON"});
+}
+
+// What the CLI converts to floats and a 32-bit top_k must fit them: an out-of-range number is an error
+// naming the key, not a silent infinity or a wrapped count; a negative top_k is left to the sampler,
+// which rejects it only when it samples.
+TEST(GenerationConfig, NumbersMustFitWhatTheSamplerTakes) {
+  std::string dir = config_dir(small_config());
+  ModelConfig c = load_model_config(dir);
+  write_file(dir + "/generation_config.json", R"({"temperature": 1e39})");
+  expect_error([&] { load_generation_config(dir, c); }, {"generation_config.json", "'temperature'", "float range"});
+  write_file(dir + "/generation_config.json", R"({"repetition_penalty": -1e300})");
+  expect_error([&] { load_generation_config(dir, c); }, {"generation_config.json", "'repetition_penalty'"});
+  write_file(dir + "/generation_config.json", R"({"top_k": 4294967296})");
+  expect_error([&] { load_generation_config(dir, c); }, {"generation_config.json", "'top_k'", "32 bits"});
+  write_file(dir + "/generation_config.json", R"({"pad_token_id": 18446744073709551615})");
+  expect_error([&] { load_generation_config(dir, c); }, {"generation_config.json", "'pad_token_id'"});
+  write_file(dir + "/generation_config.json", R"({"top_k": -1, "top_p": 3.4e38, "do_sample": false})");
+  GenerationConfig g = load_generation_config(dir, c);
+  EXPECT_EQ(g.top_k, -1);
+  EXPECT_DOUBLE_EQ(*g.top_p, 3.4e38);
+  // The parser alone gives the same answers as the file reader.
+  EXPECT_EQ(parse_generation_config(R"({"top_k": 5})", "x.json", c).top_k, 5);
+  expect_error([&] { parse_generation_config(R"({"top_p": 1e39})", "x.json", c); }, {"x.json", "'top_p'"});
 }
 
 }  // namespace

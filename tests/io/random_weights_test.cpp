@@ -129,6 +129,27 @@ TEST(RandomWeights, MalformedSpecsAreErrors) {
   expect_error([&] { WeightStore::open(dir); }, {path, "'a'", "twice"});
   write_file(path, R"([])");
   expect_error([&] { WeightStore::open(dir); }, {path, "at least one"});
+  // Sizes past 64 bits are errors, not wrapped offsets: one shape, and tensors that only overflow together.
+  write_file(path, R"([{"name": "a", "shape": [4294967296, 4294967296]}])");
+  expect_error([&] { WeightStore::open(dir); }, {path, "'a'", "64 bits"});
+  write_file(path, R"([{"name": "a", "shape": [18446744073709551615]}])");
+  expect_error([&] { WeightStore::open(dir); }, {path, "'a'", "non-negative"});
+  write_file(path, R"([{"name": "a", "shape": [2305843009213693951], "dtype": "F32"},
+                       {"name": "b", "shape": [2305843009213693951], "dtype": "F32"},
+                       {"name": "c", "shape": [2305843009213693951], "dtype": "F32"}])");
+  expect_error([&] { WeightStore::open(dir); }, {path, "total size", "64 bits"});
+  write_file(path, R"([{"name": "a", "shape": [2], "mean": 1e39}])");
+  expect_error([&] { WeightStore::open(dir); }, {path, "'a'", "'mean'"});
+  write_file(path, R"([{"name": "a", "shape": [2], "std": -0.5}])");
+  expect_error([&] { WeightStore::open(dir); }, {path, "'a'", "std >= 0"});
+  // The text parser is the file's: the same list, the same layout.
+  const auto rw = RandomWeights::parse(R"([{"name": "b", "shape": [3]}, {"name": "a", "shape": [2, 2], "dtype": "F32"}])",
+                                       "spec.json");
+  ASSERT_EQ(rw->tensors().size(), 2u);
+  EXPECT_EQ(rw->tensors()[0].name, "a");
+  EXPECT_EQ(rw->tensors()[0].end, 16u);
+  EXPECT_EQ(rw->tensors()[1].begin, 16u);
+  EXPECT_EQ(rw->total_bytes(), 22u);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -168,6 +169,19 @@ TEST(CliErrors, BadInputGetsOneLine) {
   expect_one_line_error("bench " + kDemo + " --prefill-chunk -8", "expected --prefill-chunk >= 0, got -8");
   expect_one_line_error("nonsense", "unknown command");
   expect_one_line_error("generate " + kDemo + " \"hi\" --device quantum", "expected --device cpu, cuda or auto");
+  // Request and JSONL files: a number past double range, and nesting deep enough to overflow a recursion.
+  const std::string dir = ::testing::TempDir() + "/tern_cli_json_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  const std::string deep = std::string(300000, '[') + std::string(300000, ']');
+  std::ofstream(dir + "/overflow.json") << R"({"messages": [{"role": "user", "content": "hi"}], "x": 1e400})";
+  expect_one_line_error("template " + kDemo + " --request " + dir + "/overflow.json", "overflow");
+  std::ofstream(dir + "/deep.json") << R"({"messages": [], "x": )" << deep << "}";
+  expect_one_line_error("template " + kDemo + " --request " + dir + "/deep.json", "nested at most 256 deep");
+  std::ofstream(dir + "/lines.jsonl") << deep << "\n";
+  expect_one_line_error("tokenize " + kDemo + " --jsonl " + dir + "/lines.jsonl", "line 1: expected an object");
+  std::ofstream(dir + "/overflow.jsonl") << "{\"text\": \"a\", \"n\": -1e999}\n";
+  expect_one_line_error("tokenize " + kDemo + " --jsonl " + dir + "/overflow.jsonl", "line 1: expected a JSON object");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CliHelp, EveryCommandDocumentsItsFlags) {

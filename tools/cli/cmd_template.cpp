@@ -31,11 +31,22 @@ int run_template(int argc, char** argv) {
     TERN_CHECK(file.is_open(), "[template] expected a readable --request file, got '{}'", path);
     ss << file.rdbuf();
   }
+  // Requests nest a few levels (messages, tool schemas); deeper ones are refused while parsing, as their
+  // conversion to template values recurses once a level.
+  constexpr int kMaxDepth = 256;
+  nlohmann::ordered_json::parser_callback_t depth_guard = [&](int depth, nlohmann::json::parse_event_t,
+                                                              nlohmann::ordered_json&) {
+    TERN_CHECK(depth <= kMaxDepth, "[template] expected JSON in {} nested at most {} deep, got deeper", path,
+               kMaxDepth);
+    return true;
+  };
   nlohmann::ordered_json request;
   try {
-    request = nlohmann::ordered_json::parse(ss.str());
+    request = nlohmann::ordered_json::parse(ss.str(), depth_guard);
   } catch (const nlohmann::json::parse_error& e) {
     TERN_THROW("[template] expected JSON in {}, got a parse error at byte {}", path, e.byte);
+  } catch (const nlohmann::json::exception& e) {  // a number past double range
+    TERN_THROW("[template] expected JSON in {}, got {}", path, e.what());
   }
   text::ChatTemplate tmpl = text::load_chat_template(a.get("MODEL_DIR"), a.get("template-name"));
   std::string prompt = tmpl.render(text::chat_template_vars(request));

@@ -86,10 +86,13 @@ int run_tokenize(int argc, char** argv) {
       j = nlohmann::json::parse(line);
     } catch (const nlohmann::json::parse_error& e) {
       TERN_THROW("[tokenize] {} line {}: expected a JSON object, got a parse error at byte {}", path, n, e.byte);
+    } catch (const nlohmann::json::exception& e) {  // a number past double range
+      TERN_THROW("[tokenize] {} line {}: expected a JSON object, got {}", path, n, e.what());
     }
+    // The line as written, not re-serialised: printing a deeply nested value recurses once a level.
     TERN_CHECK(j.is_object() && j.contains("text") && j["text"].is_string(),
                "[tokenize] {} line {}: expected an object with a string \"text\", got {}", path, n,
-               j.dump().substr(0, 80));
+               line.substr(0, 80));
     std::printf("%s\n", tokenize_line(tok, j["text"].get<std::string>(), add_special, decode).c_str());
   }
   return 0;
