@@ -169,6 +169,12 @@ TEST(CliErrors, BadInputGetsOneLine) {
   expect_one_line_error("bench " + kDemo + " --prefill-chunk -8", "expected --prefill-chunk >= 0, got -8");
   expect_one_line_error("nonsense", "unknown command");
   expect_one_line_error("generate " + kDemo + " \"hi\" --device quantum", "expected --device cpu, cuda or auto");
+  // Numbers the engine keeps in narrower types are checked, not wrapped or turned into infinities.
+  expect_one_line_error("generate " + kDemo + " \"hi\" --top-k 99999999999", "expected --top-k in [0, 2147483647]");
+  expect_one_line_error("bench " + kDemo + " --temperature 1 --top-k -2", "expected --top-k in [0, 2147483647]");
+  expect_one_line_error("generate " + kDemo + " \"hi\" --temperature 1e39", "within float range for --temperature");
+  expect_one_line_error("generate " + kDemo + " \"hi\" --seed -5", "expected --seed in [0, ");
+  expect_one_line_error("info " + kDemo + " --context -5", "expected --context in [1, ");
   // Request and JSONL files: a number past double range, and nesting deep enough to overflow a recursion.
   const std::string dir = ::testing::TempDir() + "/tern_cli_json_" + std::to_string(getpid());
   std::filesystem::create_directories(dir);

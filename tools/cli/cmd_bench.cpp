@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstdio>
+#include <limits>
 #include <random>
 
 #include <nlohmann/json.hpp>
@@ -76,10 +77,10 @@ int run_bench(int argc, char** argv) {
   const Model& model = *m.model;
   const int64_t vocab = model.vocab_size();
   SamplingParams sampling;
-  sampling.temperature = static_cast<float>(a.get_double("temperature"));
-  sampling.top_k = static_cast<int32_t>(a.get_int("top-k"));
-  sampling.top_p = static_cast<float>(a.get_double("top-p"));
-  sampling.min_p = static_cast<float>(a.get_double("min-p"));
+  sampling.temperature = a.get_float("temperature");
+  sampling.top_k = static_cast<int32_t>(a.get_int("top-k", 0, std::numeric_limits<int32_t>::max()));
+  sampling.top_p = a.get_float("top-p");
+  sampling.min_p = a.get_float("min-p");
   validate(sampling, vocab);
   const bool sampled = sampling.temperature > 0.0f;
   const std::string sampler_kind = a.get("sampler");
@@ -107,7 +108,7 @@ int run_bench(int argc, char** argv) {
     std::vector<DeviceSampler> samplers;
     for (int64_t b = 0; sampled && b < B; ++b) {
       SamplingParams p = sampling;
-      p.seed = static_cast<uint64_t>(a.get_int("seed") + b);
+      p.seed = static_cast<uint64_t>(a.get_int("seed", 0, std::numeric_limits<int64_t>::max())) + static_cast<uint64_t>(b);
       samplers.emplace_back(p);
     }
     auto pick = [&](const Tensor& l) {

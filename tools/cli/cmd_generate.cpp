@@ -1,6 +1,7 @@
 // tern generate: stream a continuation of a prompt (text or token ids) from a model directory.
 #include <cstdio>
 #include <fstream>
+#include <limits>
 
 #include <nlohmann/json.hpp>
 
@@ -23,14 +24,14 @@ SamplingParams sampling_from(const Args& a, const io::GenerationConfig& g) {
     p.min_p = static_cast<float>(g.min_p.value_or(0.0));
   }
   p.repetition_penalty = static_cast<float>(g.repetition_penalty.value_or(1.0));
-  if (a.has("temperature")) p.temperature = static_cast<float>(a.get_double("temperature"));
-  if (a.has("top-p")) p.top_p = static_cast<float>(a.get_double("top-p"));
-  if (a.has("top-k")) p.top_k = static_cast<int32_t>(a.get_int("top-k"));
-  if (a.has("min-p")) p.min_p = static_cast<float>(a.get_double("min-p"));
-  if (a.has("repetition-penalty")) p.repetition_penalty = static_cast<float>(a.get_double("repetition-penalty"));
-  if (a.has("presence-penalty")) p.presence_penalty = static_cast<float>(a.get_double("presence-penalty"));
-  if (a.has("frequency-penalty")) p.frequency_penalty = static_cast<float>(a.get_double("frequency-penalty"));
-  p.seed = static_cast<uint64_t>(a.get_int("seed"));
+  if (a.has("temperature")) p.temperature = a.get_float("temperature");
+  if (a.has("top-p")) p.top_p = a.get_float("top-p");
+  if (a.has("top-k")) p.top_k = static_cast<int32_t>(a.get_int("top-k", 0, std::numeric_limits<int32_t>::max()));
+  if (a.has("min-p")) p.min_p = a.get_float("min-p");
+  if (a.has("repetition-penalty")) p.repetition_penalty = a.get_float("repetition-penalty");
+  if (a.has("presence-penalty")) p.presence_penalty = a.get_float("presence-penalty");
+  if (a.has("frequency-penalty")) p.frequency_penalty = a.get_float("frequency-penalty");
+  p.seed = static_cast<uint64_t>(a.get_int("seed", 0, std::numeric_limits<int64_t>::max()));
   return p;
 }
 

@@ -1,6 +1,7 @@
 // tern info: what a model directory holds and what it will take to run.
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -60,7 +61,9 @@ int run_info(int argc, char** argv) {
     params += numel(e.shape);
     by_dtype[dtype_name(e.dtype)] += numel(e.shape);
   }
-  const int64_t ctx = a.has("context") ? a.get_int("context") : std::max<int64_t>(c.max_position_embeddings, 1);
+  // At most 2^40 tokens: their cache bytes stay far inside 64 bits.
+  const int64_t ctx =
+      a.has("context") ? a.get_int("context", 1, int64_t{1} << 40) : std::max<int64_t>(c.max_position_embeddings, 1);
   const int64_t kv_elem = opt.device.is_cpu() ? 4 : 2;
   // What each layer's cache holds, as the model says (loaded on the CPU for this; weights are mapped).
   const std::string type = c.text_model_type.empty() ? c.model_type : c.text_model_type;

@@ -1,8 +1,10 @@
 // Argument parsing and help text for CLI commands.
 #include "tools/cli/command.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 
 #include "tern/base/error.h"
 
@@ -84,6 +86,19 @@ int64_t Args::get_int(const std::string& name) const {
   TERN_CHECK(!v.empty() && end && *end == 0 && errno == 0, "[{}] expected an integer for --{}, got '{}'", command_,
              name, v);
   return x;
+}
+
+int64_t Args::get_int(const std::string& name, int64_t lo, int64_t hi) const {
+  const int64_t x = get_int(name);
+  TERN_CHECK(x >= lo && x <= hi, "[{}] expected --{} in [{}, {}], got {}", command_, name, lo, hi, x);
+  return x;
+}
+
+float Args::get_float(const std::string& name) const {
+  const double x = get_double(name);
+  TERN_CHECK(std::isfinite(x) && std::fabs(x) <= std::numeric_limits<float>::max(),
+             "[{}] expected a finite number within float range for --{}, got '{}'", command_, name, get(name));
+  return static_cast<float>(x);
 }
 
 double Args::get_double(const std::string& name) const {

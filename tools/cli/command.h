@@ -27,7 +27,11 @@ class Args {
   std::string get(const std::string& name) const;  // value or default; "" if neither
   std::optional<std::string> opt(const std::string& name) const;
   int64_t get_int(const std::string& name) const;
+  // The integer of --name, which must lie in [lo, hi] ("[command] expected --name in [lo, hi], got x").
+  int64_t get_int(const std::string& name, int64_t lo, int64_t hi) const;
   double get_double(const std::string& name) const;
+  // The number of --name as a float: finite and within float range.
+  float get_float(const std::string& name) const;
   std::string help_text() const;
   const std::string& summary() const { return summary_; }
 
