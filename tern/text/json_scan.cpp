@@ -187,8 +187,8 @@ std::optional<TokenizerJsonParts> split_tokenizer_json(std::string_view text, co
   rest.append(text.substr(e2));
   TokenizerJsonParts parts;
   try {
-    parts.doc = Json::parse(rest);
-  } catch (const Json::parse_error&) {
+    parts.doc = parse_json(rest, p.file);
+  } catch (const Json::exception&) {  // the caller's whole-document parse reports it
     return std::nullopt;
   }
   parts.vocab = text.substr(vocab_b, vocab_e - vocab_b);

@@ -16,6 +16,15 @@ void JsonPath::fail(std::string_view what, std::string_view got) const {
   TERN_THROW("[tokenizer] {}: expected {} at {}, got {}", file, what, path.empty() ? "top level" : path, got);
 }
 
+Json parse_json(std::string_view text, const std::string& file) {
+  Json::parser_callback_t depth_guard = [&file](int depth, Json::parse_event_t, Json&) {
+    TERN_CHECK(depth <= kMaxTokenizerJsonDepth, "[tokenizer] {}: expected JSON nested at most {} deep, got deeper",
+               file, kMaxTokenizerJsonDepth);
+    return true;
+  };
+  return Json::parse(text, depth_guard);
+}
+
 const Json& require(const Json& j, std::string_view key, const JsonPath& p) {
   if (!j.is_object()) p.fail("an object", j);
   auto it = j.find(key);

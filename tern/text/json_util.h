@@ -29,6 +29,15 @@ struct JsonPath {
   }
 };
 
+// The deepest nesting the tokenizer files may have: real ones nest a few levels, and components such as
+// a normalizer Sequence are built recursively, once a level.
+constexpr int kMaxTokenizerJsonDepth = 64;
+
+// Json::parse(text), refusing documents nested deeper than kMaxTokenizerJsonDepth while it parses
+// ("[tokenizer] FILE: expected JSON nested at most 64 deep, got deeper"); other failures throw as
+// Json::parse does (Json::parse_error, or Json::out_of_range for a number past double range).
+Json parse_json(std::string_view text, const std::string& file);
+
 // j[key], which must exist (throws otherwise).
 const Json& require(const Json& j, std::string_view key, const JsonPath& p);
 std::string require_string(const Json& j, std::string_view key, const JsonPath& p);

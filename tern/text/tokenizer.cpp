@@ -75,9 +75,11 @@ std::shared_ptr<Tokenizer::Impl> build(const std::string& tokenizer_json, const 
     raw_merges = parts->merges;
   } else {
     try {
-      j = Json::parse(tokenizer_json);
+      j = parse_json(tokenizer_json, tok_name);
     } catch (const Json::parse_error& e) {
       TERN_THROW("[tokenizer] {}: expected valid JSON, got a parse error at byte {}", tok_name, e.byte);
+    } catch (const Json::exception& e) {  // a number past double range
+      TERN_THROW("[tokenizer] {}: expected valid JSON, got {}", tok_name, e.what());
     }
   }
   if (!j.is_object()) root.fail("an object", j);

@@ -25,9 +25,11 @@ TokenizerConfig TokenizerConfig::parse(std::string_view json_text, const std::st
   JsonPath p{source, ""};
   Json j;
   try {
-    j = Json::parse(json_text);
+    j = parse_json(json_text, source);
   } catch (const Json::parse_error& e) {
     TERN_THROW("[tokenizer] {}: expected valid JSON, got a parse error at byte {}", source, e.byte);
+  } catch (const Json::exception& e) {  // a number past double range
+    TERN_THROW("[tokenizer] {}: expected valid JSON, got {}", source, e.what());
   }
   if (!j.is_object()) p.fail("an object", j);
   c.bos_token = token_field(j, "bos_token", p);

@@ -178,6 +178,32 @@ TEST(TokenizerJson, ErrorsNameTheField) {
   EXPECT_THROW(TokenizerConfig::parse(R"({"bos_token": 3})"), Error);
 }
 
+// A number past double range is a tern::Error naming the file, not nlohmann's out_of_range; a document
+// nested deeper than any real one is refused while parsing (a normalizer Sequence nested 100,000 deep
+// crashed the recursive component builder), both through the fast vocab split and the whole parse.
+TEST(TokenizerJson, OverflowingNumbersAndDeepNestingAreErrors) {
+  json t = tiny(char_vocab(), json::array());
+  std::string text = t.dump();
+  text.insert(text.size() - 1, R"(, "x": 1e400)");
+  EXPECT_NE(message(text).find("tokenizer.json: expected valid JSON"), std::string::npos) << message(text);
+  EXPECT_NE(message(R"({"model": 1e400})").find("expected valid JSON"), std::string::npos);
+  std::string deep;
+  for (int i = 0; i < 100000; ++i) deep += R"({"type": "Sequence", "normalizers": [)";
+  deep += R"({"type": "Lowercase"})";
+  for (int i = 0; i < 100000; ++i) deep += "]}";
+  t["normalizer"] = nullptr;
+  text = t.dump();
+  const std::string with_deep = text.replace(text.find("\"normalizer\":null"), 17, "\"normalizer\":" + deep);
+  EXPECT_NE(message(with_deep).find("nested at most 64 deep"), std::string::npos) << message(with_deep).substr(0, 200);
+  EXPECT_NE(message("[" + deep + "]").find("nested at most 64 deep"), std::string::npos);
+  try {
+    TokenizerConfig::parse(R"({"bos_token": "<s>", "x": -1e999})", "tokenizer_config.json");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tokenizer_config.json: expected valid JSON"), std::string::npos) << e.what();
+  }
+}
+
 // Found by the tokenizer.json fuzzer: the vocab's fast scanner let ill-formed UTF-8 into token
 // strings, so decode() could return invalid UTF-8; a post-processor could add an id the vocabulary
 // does not have, which encode() then handed to the model; and one huge id made the dense id table take gigabytes.
