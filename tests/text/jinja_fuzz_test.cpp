@@ -174,5 +174,30 @@ TEST(JinjaFuzzSmoke, RandomBytesOnlyThrowTernErrors) {
   }
 }
 
+// Left-nested chains as long as the template (a ~ b ~ c ..., x.a.b ..., x|f|g ..., f(1)(1) ...) parse
+// without recursion; rendering them stops at the nesting limit with a tern::Error, and the tree is
+// released without following the chain down the stack (each of these crashed a 300,000-link chain).
+TEST(JinjaFuzzSmoke, LongChainsAreErrorsNotCrashes) {
+  const int n = 300000;
+  auto repeat = [](const std::string& s, int k) {
+    std::string out;
+    out.reserve(s.size() * k);
+    for (int i = 0; i < k; ++i) out += s;
+    return out;
+  };
+  const std::string chains[] = {"{{ 1" + repeat("~1", n) + " }}",       "{{ 'a'" + repeat("|trim", n) + " }}",
+                                "{{ 1" + repeat("+1", n) + " }}",       "{{ true" + repeat(" or true", n) + " }}",
+                                "{{ range" + repeat("(1)", n) + " }}",  "{{ x" + repeat(".a", n) + " }}",
+                                "{{ x" + repeat("[0]", n) + " }}",      "{{ 2" + repeat("**2", n) + " }}"};
+  for (const std::string& src : chains) {
+    try {
+      ChatTemplate::parse(src).render(ordered_json::object());
+      ADD_FAILURE() << "rendered " << src.substr(0, 20);
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("nested"), std::string::npos) << e.what();
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tern::text

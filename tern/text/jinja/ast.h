@@ -42,6 +42,13 @@ struct Expr {
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   std::vector<std::string> ops;  // kCompare
   bool negated = false;          // kTest
+
+  Expr() = default;
+  Expr(const Expr&) = delete;
+  Expr& operator=(const Expr&) = delete;
+  // Frees the subtree from a worklist, not by recursion: the parser builds left-nested chains (a ~ b ~ c,
+  // x.a.b, x|f|g) as long as the template, which a recursive release would follow down the C++ stack.
+  ~Expr();
 };
 
 // An assignment target: a name, ns.attr, or a tuple of names.
