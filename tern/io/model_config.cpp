@@ -1,6 +1,7 @@
 // config.json parsing: required keys, v4/v5 rope spellings, nested text_config, per-type defaults.
 #include "tern/io/model_config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -160,6 +161,8 @@ ModelConfig parse_model_config(const json& config, const std::string& path) {
   c.head_dim = t.opt_int("head_dim").value_or(c.hidden_size / c.n_head);
   TERN_CHECK(c.head_dim > 0, "[config] {}: expected head_dim > 0, got {}", path, c.head_dim);
   c.rms_norm_eps = t.opt_double("rms_norm_eps").value_or(1e-6);
+  TERN_CHECK(std::isfinite(c.rms_norm_eps) && c.rms_norm_eps >= 0, "[config] {}: expected rms_norm_eps >= 0, got {}",
+             path, c.rms_norm_eps);
   c.attention_bias = t.opt_bool("attention_bias").value_or(false);
   c.mlp_bias = t.opt_bool("mlp_bias").value_or(false);
   c.hidden_act = t.opt_string("hidden_act").value_or(t.opt_string("hidden_activation").value_or("silu"));

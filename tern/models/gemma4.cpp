@@ -68,7 +68,10 @@ Gemma4Spec parse_spec(const io::ModelConfig& c) {
   s.k_eq_v = t.opt_bool("attention_k_eq_v").value_or(false);
   s.per_layer_dim = t.opt_int("hidden_size_per_layer_input").value_or(0);
   s.per_layer_vocab = t.opt_int("vocab_size_per_layer_input").value_or(c.vocab_size);
-  s.final_softcap = static_cast<float>(t.opt_double("final_logit_softcapping").value_or(0.0));
+  const double softcap = t.opt_double("final_logit_softcapping").value_or(0.0);
+  TERN_CHECK(softcap >= 0 && softcap <= 1e30, "[config] {}: expected final_logit_softcapping in [0, 1e30], got {}",
+             c.path, softcap);
+  s.final_softcap = static_cast<float>(softcap);
   const int64_t n_shared = t.opt_int("num_kv_shared_layers").value_or(0);
   TERN_CHECK(n_shared >= 0 && n_shared < c.n_layer, "[config] {}: expected num_kv_shared_layers in [0, {}), got {}",
              c.path, c.n_layer, n_shared);

@@ -218,6 +218,8 @@ TEST(ModelConfig, ErrorsNameTheFileAndKey) {
   expect_error([&] { load_model_config(dir); }, {dir + "/config.json", "nested at most 64 deep"});
   dir = config_dir(small_config(R"(, "rope_scaling": )" + std::string(70, '[') + std::string(70, ']')));
   expect_error([&] { load_model_config(dir); }, {"config.json", "nested at most 64 deep"});
+  dir = config_dir(small_config(R"(, "rms_norm_eps": -1e-6)"));
+  expect_error([&] { load_model_config(dir); }, {dir + "/config.json", "rms_norm_eps >= 0"});
   dir = config_dir(small_config(R"(, "rope_theta": 1e400)"));
   expect_error([&] { load_model_config(dir); }, {dir + "/config.json", "valid JSON", "overflow"});
   dir = config_dir(small_config(R"(, "eos_token_id": 18446744073709551615)"));
