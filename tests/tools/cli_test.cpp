@@ -47,6 +47,20 @@ TEST(CliDemo, PerplexityMatchesTransformers) {
   }
 }
 
+// Past the trained context (the demo model's max_position_embeddings is 2,048) tern still runs, as
+// transformers does, and says so once on stderr; up to it (2,049 scored tokens read 2,048 positions,
+// as above) it says nothing.
+TEST(CliDemo, WarnsPastTheTrainedContext) {
+  CliRun r = tern("score " + kDemo + " --text-file " + kDemo + "/valid.txt --max-tokens 2050 --chunk 512");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("[score] 2050 tokens take 2049 positions, past the model's max_position_embeddings of 2048"),
+            std::string::npos)
+      << r.err;
+  r = tern("score " + kDemo + " --text-file " + kDemo + "/valid.txt --max-tokens 2049 --chunk 512");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("max_position_embeddings"), std::string::npos) << r.err;
+}
+
 TEST(CliDemo, GreedyContinuationsMatchReference) {
   const nlohmann::json ref = demo_reference();
   ASSERT_EQ(ref["continuations"].size(), 4u);
