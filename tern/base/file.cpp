@@ -20,7 +20,7 @@ std::string read_file(const std::string& path, std::string_view area) {
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    TERN_THROW("[{}] expected a regular file {}, got {}", area, path, "something else");
+    TERN_THROW("[{}] expected a regular file {}, got {}", area, path, S_ISDIR(st.st_mode) ? "a directory" : "something else");
   }
   std::string out(static_cast<size_t>(st.st_size), '\0');
   size_t done = 0;

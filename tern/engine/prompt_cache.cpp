@@ -8,17 +8,14 @@
 #include <vector>
 
 #include "tern/base/error.h"
+#include "tern/base/file.h"
 
 namespace tern {
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_all(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  TERN_CHECK(in.good(), "[prompt-cache] cannot read {}", p.string());
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
+std::string read_all(const fs::path& p) { return read_file(p.string(), "prompt-cache"); }
 
 // The safetensors header: its 8-byte length, then that many bytes of JSON.
 std::string safetensors_header(const fs::path& p) {

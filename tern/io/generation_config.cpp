@@ -3,10 +3,9 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
+#include "tern/base/file.h"
 #include "tern/io/json_util.h"
 
 namespace tern::io {
@@ -16,11 +15,7 @@ GenerationConfig load_generation_config(const std::string& model_dir, const Mode
   const std::string path = (fs::path(model_dir) / "generation_config.json").string();
   std::error_code ec;
   if (!fs::is_regular_file(path, ec)) return parse_generation_config("{}", path, config);
-  std::ifstream in(path, std::ios::binary);
-  TERN_CHECK(in.good(), "[generation_config] {}: expected a readable file", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_generation_config(ss.str(), path, config);
+  return parse_generation_config(read_file(path, "generation_config"), path, config);
 }
 
 GenerationConfig parse_generation_config(const std::string& text, const std::string& path, const ModelConfig& config) {

@@ -3,10 +3,9 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 
+#include "tern/base/file.h"
 #include "tern/io/json_util.h"
 
 namespace tern::io {
@@ -100,13 +99,7 @@ void parse_ropes(const JsonReader& t, ModelConfig& c) {
   c.rope = parse_rope(rs ? *rs : kNull, t.object(), c, path, "rope_scaling");
 }
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  TERN_CHECK(in.good(), "[config] {}: expected a readable file, got none", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_text(const std::string& path) { return read_file(path, "config"); }
 
 }  // namespace
 

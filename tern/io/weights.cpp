@@ -2,10 +2,9 @@
 #include "tern/io/weights.h"
 
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "tern/base/file.h"
 #include "tern/base/log.h"
 #include "tern/io/json_util.h"
 
@@ -18,13 +17,7 @@ using nlohmann::json;
 constexpr const char* kIndexName = "model.safetensors.index.json";
 constexpr const char* kSingleName = "model.safetensors";
 
-json read_index(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  TERN_CHECK(in.good(), "[weights] {}: expected a readable file", path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_json_text(ss.str(), path, "weights");
-}
+json read_index(const std::string& path) { return parse_json_text(read_file(path, "weights"), path, "weights"); }
 
 }  // namespace
 

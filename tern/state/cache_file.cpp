@@ -3,6 +3,7 @@
 #include "tern/state/cache_file.h"
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -374,6 +375,8 @@ void save_cache_file(const std::string& path, const CacheFileIdentity& identity,
 CacheFileContents load_cache_file(const std::string& path, const CacheFileIdentity& identity,
                                   std::vector<std::unique_ptr<Cache>>& caches, Device device,
                                   std::optional<Dtype> activations) {
+  std::error_code ec;
+  TERN_CHECK(!std::filesystem::is_directory(path, ec), "[prompt-cache] {}: expected a file, got a directory", path);
   std::ifstream in(path, std::ios::binary);
   TERN_CHECK(in.good(), "[prompt-cache] {}: cannot open the file", path);
   std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

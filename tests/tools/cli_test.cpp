@@ -178,7 +178,14 @@ TEST(CliErrors, BadInputGetsOneLine) {
   expect_one_line_error("generate " + kDemo, "exactly one of PROMPT or --ids");
   expect_one_line_error("generate " + kQwen3 + " \"hi\"", "no tokenizer.json");
   expect_one_line_error("score " + kDemo + " --ids 5", "at least 2 tokens");
-  expect_one_line_error("score " + kDemo + " --text-file /nonexistent.txt", "cannot read");
+  expect_one_line_error("score " + kDemo + " --text-file /nonexistent.txt", "expected a readable file /nonexistent.txt");
+  // A directory where a file belongs is named as one (it was "internal error: basic_filebuf::underflow" for
+  // --prompt-cache, an empty run for --jsonl and a JSON parse error for --request).
+  const std::string tmp = ::testing::TempDir();
+  expect_one_line_error("score " + kDemo + " --text-file " + tmp, "got a directory");
+  expect_one_line_error("generate " + kDemo + " --ids 1,2 --max-tokens 1 --prompt-cache " + tmp, "got a directory");
+  expect_one_line_error("template " + kDemo + " --request " + tmp, "got a directory");
+  expect_one_line_error("tokenize " + kDemo + " --jsonl " + tmp, "got the directory");
   expect_one_line_error("generate " + kDemo + " --ids 1,2 --prefill-chunk -1", "expected --prefill-chunk >= 0, got -1");
   expect_one_line_error("bench " + kDemo + " --prefill-chunk -8", "expected --prefill-chunk >= 0, got -8");
   expect_one_line_error("nonsense", "unknown command");

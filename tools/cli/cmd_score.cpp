@@ -1,10 +1,9 @@
 // tern score: teacher-forced NLL and perplexity of a token sequence, optionally through the cache in chunks.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "tern/base/file.h"
 #include "tern/base/log.h"
 #include "tern/io/safetensors.h"
 #include "tern/train/perplexity.h"
@@ -32,11 +31,7 @@ int run_score(int argc, char** argv) {
   if (a.has("ids")) {
     ids = parse_ids(a.get("ids"));
   } else {
-    std::ifstream f(a.get("text-file"), std::ios::binary);
-    TERN_CHECK(f.good(), "[score] cannot read --text-file '{}'", a.get("text-file"));
-    std::stringstream ss;
-    ss << f.rdbuf();
-    ids = require_tokenizer(m, "score").encode(ss.str(), true);
+    ids = require_tokenizer(m, "score").encode(read_file(a.get("text-file"), "score"), true);
   }
   if (a.has("max-tokens")) {
     int64_t n = a.get_int("max-tokens");

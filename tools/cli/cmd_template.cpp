@@ -1,12 +1,12 @@
 // tern template: render a model directory's chat template for a request, exactly as Hugging Face
 // transformers' apply_chat_template would, and print the prompt with nothing added.
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "tern/base/error.h"
+#include "tern/base/file.h"
 #include "tern/text/chat_template.h"
 #include "tools/cli/command.h"
 
@@ -23,13 +23,13 @@ int run_template(int argc, char** argv) {
   if (!a.parse(argc, argv)) return 0;
   TERN_CHECK(a.has("request"), "[template] expected --request FILE, got none (see tern template --help)");
   const std::string path = a.get("request");
-  std::ostringstream ss;
+  std::string text;
   if (path == "-") {
+    std::ostringstream ss;
     ss << std::cin.rdbuf();
+    text = ss.str();
   } else {
-    std::ifstream file(path, std::ios::binary);
-    TERN_CHECK(file.is_open(), "[template] expected a readable --request file, got '{}'", path);
-    ss << file.rdbuf();
+    text = read_file(path, "template");
   }
   // Requests nest a few levels (messages, tool schemas); deeper ones are refused while parsing, as their
   // conversion to template values recurses once a level.
@@ -42,7 +42,7 @@ int run_template(int argc, char** argv) {
   };
   nlohmann::ordered_json request;
   try {
-    request = nlohmann::ordered_json::parse(ss.str(), depth_guard);
+    request = nlohmann::ordered_json::parse(text, depth_guard);
   } catch (const nlohmann::json::parse_error& e) {
     TERN_THROW("[template] expected JSON in {}, got a parse error at byte {}", path, e.byte);
   } catch (const nlohmann::json::exception& e) {  // a number past double range

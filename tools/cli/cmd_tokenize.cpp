@@ -1,11 +1,12 @@
 // tern tokenize: token ids of text with a model directory's tokenizer.json, one JSON object per text.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "tern/base/error.h"
+#include "tern/base/file.h"
 #include "tern/base/timer.h"
 #include "tern/text/tokenizer.h"
 #include "tools/cli/command.h"
@@ -27,9 +28,7 @@ int bench_tokenizer(const std::string& dir, const std::string& path, int64_t rep
   Timer load;
   const text::Tokenizer tok = text::Tokenizer::load(dir);
   const double load_ms = load.seconds() * 1e3;
-  std::ifstream file(path, std::ios::binary);
-  TERN_CHECK(file.is_open(), "[tokenize] expected a readable --bench file, got '{}'", path);
-  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const std::string text = read_file(path, "tokenize");
   double best = 1e300;
   std::vector<int32_t> ids;
   for (int64_t r = 0; r < repeats; ++r) {
@@ -74,6 +73,9 @@ int run_tokenize(int argc, char** argv) {
   const std::string path = a.get("jsonl");
   std::ifstream file;
   if (path != "-") {
+    std::error_code ec;
+    TERN_CHECK(!std::filesystem::is_directory(path, ec), "[tokenize] expected a readable --jsonl file, got the directory '{}'",
+               path);
     file.open(path);
     TERN_CHECK(file.is_open(), "[tokenize] expected a readable --jsonl file, got '{}'", path);
   }
