@@ -2,10 +2,12 @@
 #include "tern/io/weights.h"
 
 #include <filesystem>
+#include <mutex>
 #include <nlohmann/json.hpp>
 
 #include "tern/base/file.h"
 #include "tern/base/log.h"
+#include "tern/base/timer.h"
 #include "tern/io/json_util.h"
 
 namespace tern::io {
@@ -21,12 +23,20 @@ json read_index(const std::string& path) { return parse_json_text(read_file(path
 
 }  // namespace
 
+struct WeightStore::Progress {
+  std::mutex mu;
+  Timer clock;
+  double interval = 5.0, next = 5.0;  // seconds
+  uint64_t bytes = 0, total = 0;
+};
+
 WeightStore WeightStore::open(const std::string& model_dir) {
   std::error_code ec;
   TERN_CHECK(fs::is_directory(model_dir, ec), "[weights] {}: expected a model directory, got {}", model_dir,
              fs::exists(model_dir, ec) ? "a file" : "nothing at that path");
   WeightStore ws;
   ws.dir_ = model_dir;
+  ws.progress_ = std::make_shared<Progress>();
   const fs::path dir(model_dir);
   const std::string index_path = (dir / kIndexName).string();
   const std::string single_path = (dir / kSingleName).string();
@@ -53,6 +63,7 @@ WeightStore WeightStore::open(const std::string& model_dir) {
       ws.where_[name] = Location{it->second};
     }
     TERN_CHECK(!ws.where_.empty(), "[weights] {}: expected at least one tensor in weight_map, got none", index_path);
+    ws.progress_->total = ws.total_bytes();
     return ws;
   }
 
@@ -61,12 +72,14 @@ WeightStore WeightStore::open(const std::string& model_dir) {
     ws.random_ = RandomWeights::open(random_path);
     for (const auto& e : ws.random_->tensors()) ws.where_[e.name] = Location{};
     log_info("[weights] {}: random weights (no checkpoint): {} tensors", model_dir, ws.where_.size());
+    ws.progress_->total = ws.total_bytes();
     return ws;
   }
   TERN_CHECK(fs::exists(single_path, ec), "[weights] {}: expected {} or {} (or {}), got none", model_dir, kSingleName,
              kIndexName, kRandomWeightsName);
   auto file = SafetensorsFile::open(single_path);
   for (const auto& e : file->tensors()) ws.where_[e.name] = Location{file};
+  ws.progress_->total = ws.total_bytes();
   return ws;
 }
 
@@ -92,8 +105,24 @@ const std::string& WeightStore::file_of(const std::string& name) const {
   return loc.file ? loc.file->path() : random_->path();
 }
 
+void WeightStore::set_progress_interval(double seconds) const {
+  std::lock_guard<std::mutex> lock(progress_->mu);
+  progress_->interval = seconds;
+  progress_->next = progress_->clock.seconds() + seconds;
+}
+
 Tensor WeightStore::get(const std::string& name) const {
   const Location& loc = locate(name);
+  {
+    Progress& p = *progress_;
+    std::lock_guard<std::mutex> lock(p.mu);
+    p.bytes += entry(name).nbytes();
+    const double t = p.clock.seconds();
+    if (t >= p.next) {
+      log_info("[weights] {}: {:.2f} of {:.2f} GB read after {:.0f} s", dir_, p.bytes / 1e9, p.total / 1e9, t);
+      p.next = t + p.interval;
+    }
+  }
   return loc.file ? loc.file->get(name) : random_->get(name);
 }
 

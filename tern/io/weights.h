@@ -27,7 +27,12 @@ class WeightStore {
   // tensor. Throws
   // "[weights] <dir>: missing tensor 'name'" when unlisted, and "[weights] <shard>: missing tensor
   // 'name' listed in model.safetensors.index.json" when the index points at a shard without it.
+  // A load that takes longer than the progress interval (5 s) logs "[weights] DIR: X of Y GB read after
+  // N s" once an interval as get() hands tensors out (their bytes counted when handed out, as their
+  // caller reads them next).
   Tensor get(const std::string& name) const;
+  // The progress lines' interval in seconds (tests use 0: a line every get()).
+  void set_progress_interval(double seconds) const;
   // get(name) that also throws "[weights] <file>: tensor 'name' expected shape [..], got [..]" when
   // the stored shape differs from expected.
   Tensor get(const std::string& name, const Shape& expected) const;
@@ -55,6 +60,8 @@ class WeightStore {
   std::string dir_;
   std::map<std::string, Location> where_;  // tensor name -> the file that holds it
   std::shared_ptr<RandomWeights> random_;  // set when the directory has no checkpoint
+  struct Progress;                          // get()'s byte count and clock, shared by copies of the store
+  std::shared_ptr<Progress> progress_;
 };
 
 }  // namespace tern::io

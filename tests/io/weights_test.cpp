@@ -32,6 +32,27 @@ TEST(WeightStore, OpensSingleFileFixtures) {
   EXPECT_NE(w.file_of("lm_head.weight").find("model.safetensors"), std::string::npos);
 }
 
+// A long load says how far it is: a line per progress interval as get() hands tensors out, counting
+// their bytes (the interval is 0 here: a line per get; a fast load at the default 5 s prints none).
+TEST(WeightStore, LongLoadsLogTheirProgress) {
+  WeightStore w = WeightStore::open(fixture("qwen3"));
+  const std::vector<std::string> names = w.names();
+  ASSERT_GE(names.size(), 2u);
+  testing::internal::CaptureStderr();
+  w.get(names[0]);
+  std::string quiet = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(quiet.find("GB read"), std::string::npos) << quiet;
+  w.set_progress_interval(0.0);
+  testing::internal::CaptureStderr();
+  w.get(names[1]);
+  const std::string err = testing::internal::GetCapturedStderr();
+  const double gb = (w.entry(names[0]).nbytes() + w.entry(names[1]).nbytes()) / 1e9;
+  EXPECT_NE(err.find(fmt::format("[weights] {}: {:.2f} of {:.2f} GB read after", fixture("qwen3"), gb,
+                                 w.total_bytes() / 1e9)),
+            std::string::npos)
+      << err;
+}
+
 TEST(WeightStore, FindsTextModelPrefixes) {
   const std::vector<std::string> prefixes = {"model.", "model.language_model.", "language_model.model."};
   EXPECT_EQ(WeightStore::open(fixture("qwen3")).find_prefix(prefixes, "embed_tokens.weight"), "model.");
