@@ -16,11 +16,11 @@ namespace tern {
 
 std::string read_file(const std::string& path, std::string_view area) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  TERN_CHECK(fd >= 0, "[{}] expected a readable file {}, got {}", area, path, std::strerror(errno));
+  TERN_CHECK(fd >= 0, "[{}] {}: expected a readable file, got {}", area, path, std::strerror(errno));
   struct stat st {};
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
-    TERN_THROW("[{}] expected a regular file {}, got {}", area, path, S_ISDIR(st.st_mode) ? "a directory" : "something else");
+    TERN_THROW("[{}] {}: expected a regular file, got {}", area, path, S_ISDIR(st.st_mode) ? "a directory" : "something else");
   }
   std::string out(static_cast<size_t>(st.st_size), '\0');
   size_t done = 0;
@@ -30,7 +30,7 @@ std::string read_file(const std::string& path, std::string_view area) {
     if (n <= 0) {
       int err = errno;
       ::close(fd);
-      TERN_THROW("[{}] expected {} bytes from {}, got {} ({})", area, out.size(), path, done,
+      TERN_THROW("[{}] {}: expected {} bytes, got {} ({})", area, path, out.size(), done,
                  n == 0 ? "end of file" : std::strerror(err));
     }
     done += static_cast<size_t>(n);

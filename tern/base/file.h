@@ -8,7 +8,8 @@
 
 namespace tern {
 
-// The bytes of the file at `path`. Throws `[area] expected a readable file PATH, got <reason>`.
+// The bytes of the file at `path`. Throws `[area] PATH: expected a readable file, got <reason>` (or a
+// regular file, got a directory).
 std::string read_file(const std::string& path, std::string_view area);
 
 // Appends n bytes to the file being written (write_file_atomic's fill).

@@ -3,8 +3,6 @@
 #include "tern/state/cache_file.h"
 
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <set>
 
 #include "tern/base/error.h"
@@ -375,12 +373,8 @@ void save_cache_file(const std::string& path, const CacheFileIdentity& identity,
 CacheFileContents load_cache_file(const std::string& path, const CacheFileIdentity& identity,
                                   std::vector<std::unique_ptr<Cache>>& caches, Device device,
                                   std::optional<Dtype> activations) {
-  std::error_code ec;
-  TERN_CHECK(!std::filesystem::is_directory(path, ec), "[prompt-cache] {}: expected a file, got a directory", path);
-  std::ifstream in(path, std::ios::binary);
-  TERN_CHECK(in.good(), "[prompt-cache] {}: cannot open the file", path);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  ParsedCacheFile f = parse_cache_file(bytes.data(), bytes.size(), path);
+  const std::string bytes = read_file(path, "prompt-cache");  // one read, not a byte-wise stream copy
+  ParsedCacheFile f = parse_cache_file(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), path);
 
   TERN_CHECK(f.identity.model == identity.model,
              "[prompt-cache] {}: saved from another model (fingerprint {} in the file, {} for this model)", path,

@@ -98,7 +98,7 @@ TEST(ReadFile, AMissingFileNamesTheAreaAndPath) {
   const TempDir tmp("read");
   const std::string path = tmp.path + "/absent.txt";
   const std::string msg = message_of([&] { read_file(path, "area"); });
-  EXPECT_NE(msg.find("[area] expected a readable file " + path), std::string::npos) << msg;
+  EXPECT_NE(msg.find("[area] " + path + ": expected a readable file, got"), std::string::npos) << msg;
 }
 
 }  // namespace

@@ -153,7 +153,7 @@ TEST(PromptCacheCli, BadFilesAndPromptsGetOneLine) {
   expect_one_line_error(base + ids_arg({prompt[0], prompt[1]}) + " --kv-cache affine4 --prompt-cache " + file,
                         "expected a prompt that starts with the file's 12 tokens");
   expect_one_line_error(base + ids_arg(prompt) + " --kv-cache affine4 --prompt-cache " + file + ".missing",
-                        "cannot open");
+                        "expected a readable file");
 
   // Truncated at several points, and one flipped byte in the payload.
   const std::vector<char> good = read_file(file);
