@@ -188,7 +188,7 @@ std::optional<TokenizerJsonParts> split_tokenizer_json(std::string_view text, co
   TokenizerJsonParts parts;
   try {
     parts.doc = parse_json(rest, p.file);
-  } catch (const Json::exception&) {  // the caller's whole-document parse reports it
+  } catch (const Error&) {  // the caller's whole-document parse reports it
     return std::nullopt;
   }
   parts.vocab = text.substr(vocab_b, vocab_e - vocab_b);

@@ -22,7 +22,13 @@ Json parse_json(std::string_view text, const std::string& file) {
                file, kMaxTokenizerJsonDepth);
     return true;
   };
-  return Json::parse(text, depth_guard);
+  try {
+    return Json::parse(text, depth_guard);
+  } catch (const Json::parse_error& e) {
+    TERN_THROW("[tokenizer] {}: expected valid JSON, got a parse error at byte {}", file, e.byte);
+  } catch (const Json::exception& e) {  // a number past double range
+    TERN_THROW("[tokenizer] {}: expected valid JSON, got {}", file, e.what());
+  }
 }
 
 const Json& require(const Json& j, std::string_view key, const JsonPath& p) {

@@ -33,9 +33,9 @@ struct JsonPath {
 // a normalizer Sequence are built recursively, once a level.
 constexpr int kMaxTokenizerJsonDepth = 64;
 
-// Json::parse(text), refusing documents nested deeper than kMaxTokenizerJsonDepth while it parses
-// ("[tokenizer] FILE: expected JSON nested at most 64 deep, got deeper"); other failures throw as
-// Json::parse does (Json::parse_error, or Json::out_of_range for a number past double range).
+// Json::parse(text); every failure is a tern::Error naming the file: "[tokenizer] FILE: expected valid
+// JSON, got a parse error at byte N" (or a number past double range), and documents nested deeper than
+// kMaxTokenizerJsonDepth are refused while parsing ("... expected JSON nested at most 64 deep").
 Json parse_json(std::string_view text, const std::string& file);
 
 // j[key], which must exist (throws otherwise).

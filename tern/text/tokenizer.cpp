@@ -74,13 +74,7 @@ std::shared_ptr<Tokenizer::Impl> build(const std::string& tokenizer_json, const 
     raw_vocab = parts->vocab;
     raw_merges = parts->merges;
   } else {
-    try {
-      j = parse_json(tokenizer_json, tok_name);
-    } catch (const Json::parse_error& e) {
-      TERN_THROW("[tokenizer] {}: expected valid JSON, got a parse error at byte {}", tok_name, e.byte);
-    } catch (const Json::exception& e) {  // a number past double range
-      TERN_THROW("[tokenizer] {}: expected valid JSON, got {}", tok_name, e.what());
-    }
+    j = parse_json(tokenizer_json, tok_name);
   }
   if (!j.is_object()) root.fail("an object", j);
   auto impl = std::make_shared<Tokenizer::Impl>();

@@ -23,14 +23,7 @@ TokenizerConfig TokenizerConfig::parse(std::string_view json_text, const std::st
   TokenizerConfig c;
   if (json_text.empty()) return c;
   JsonPath p{source, ""};
-  Json j;
-  try {
-    j = parse_json(json_text, source);
-  } catch (const Json::parse_error& e) {
-    TERN_THROW("[tokenizer] {}: expected valid JSON, got a parse error at byte {}", source, e.byte);
-  } catch (const Json::exception& e) {  // a number past double range
-    TERN_THROW("[tokenizer] {}: expected valid JSON, got {}", source, e.what());
-  }
+  const Json j = parse_json(json_text, source);
   if (!j.is_object()) p.fail("an object", j);
   c.bos_token = token_field(j, "bos_token", p);
   c.eos_token = token_field(j, "eos_token", p);
