@@ -1,7 +1,6 @@
 // generation_config.json parsing with fallbacks to config.json's token ids.
 #include "tern/io/generation_config.h"
 
-#include <cmath>
 #include <filesystem>
 #include <limits>
 
@@ -34,22 +33,14 @@ GenerationConfig parse_generation_config(const std::string& text, const std::str
                json_brief(*r.find(key)));
     return ids[0];
   };
-  // Sampling numbers become floats: finite and within float range.
-  auto number = [&](const char* key) -> std::optional<double> {
-    const std::optional<double> v = r.opt_double(key);
-    TERN_CHECK(!v || (std::isfinite(*v) && std::fabs(*v) <= std::numeric_limits<float>::max()),
-               "[generation_config] {}: expected key '{}' to be a finite number within float range, got {}", path,
-               key, json_brief(*r.find(key)));
-    return v;
-  };
   if (r.has("eos_token_id")) g.eos_token_ids = token_ids(*r.find("eos_token_id"), path, "eos_token_id", "generation_config");
   if (auto v = single_id("bos_token_id")) g.bos_token_id = v;
   if (auto v = single_id("pad_token_id")) g.pad_token_id = v;
   g.do_sample = r.opt_bool("do_sample");
-  g.temperature = number("temperature");
-  g.top_p = number("top_p");
-  g.min_p = number("min_p");
-  g.repetition_penalty = number("repetition_penalty");
+  g.temperature = r.opt_float("temperature");
+  g.top_p = r.opt_float("top_p");
+  g.min_p = r.opt_float("min_p");
+  g.repetition_penalty = r.opt_float("repetition_penalty");
   g.top_k = r.opt_int("top_k");
   // A 32-bit count (the sampler's); a negative one is the sampler's to reject, only when it samples.
   TERN_CHECK(!g.top_k || (*g.top_k >= std::numeric_limits<int32_t>::min() &&

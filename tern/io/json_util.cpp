@@ -90,6 +90,14 @@ std::optional<double> JsonReader::opt_double(const std::string& key) const {
   return v->get<double>();
 }
 
+std::optional<double> JsonReader::opt_float(const std::string& key) const {
+  const std::optional<double> v = opt_double(key);
+  if (v && !(std::isfinite(*v) && std::fabs(*v) <= std::numeric_limits<float>::max())) {
+    wrong_type(key, "a finite number within float range", *find(key));
+  }
+  return v;
+}
+
 std::optional<bool> JsonReader::opt_bool(const std::string& key) const {
   const json* v = find(key);
   if (!v || v->is_null()) return std::nullopt;

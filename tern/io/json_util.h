@@ -43,6 +43,9 @@ class JsonReader {
 
   std::optional<int64_t> opt_int(const std::string& key) const;
   std::optional<double> opt_double(const std::string& key) const;
+  // opt_double for a value kept as a float: finite and within float range ("... to be a finite number
+  // within float range, got ...").
+  std::optional<double> opt_float(const std::string& key) const;
   std::optional<bool> opt_bool(const std::string& key) const;
   std::optional<std::string> opt_string(const std::string& key) const;
   int64_t req_int(const std::string& key) const;

@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <nlohmann/json.hpp>
 
 #include "tern/base/file.h"
@@ -100,14 +99,9 @@ std::shared_ptr<RandomWeights> RandomWeights::parse(const std::string& text, con
                "[weights] {}: tensor '{}' expected a shape whose size fits in 64 bits, got {}", path, e.name,
                json_brief(*shape));
     RandomFill f = default_random_fill(e.name);
-    auto fill_value = [&](const char* key, float fallback) {
-      const double v = r.opt_double(key).value_or(fallback);
-      TERN_CHECK(std::isfinite(v) && std::fabs(v) <= std::numeric_limits<float>::max(),
-                 "[weights] {}: tensor '{}' expected a finite '{}' within float range, got {}", path, e.name, key, v);
-      return static_cast<float>(v);
-    };
-    f.mean = fill_value("mean", f.mean);
-    f.std = fill_value("std", f.std);
+    const JsonReader fill(t, path, e.name + ".", "weights");  // errors name the tensor: 'NAME.mean'
+    f.mean = static_cast<float>(fill.opt_float("mean").value_or(f.mean));
+    f.std = static_cast<float>(fill.opt_float("std").value_or(f.std));
     TERN_CHECK(f.std >= 0.0f, "[weights] {}: tensor '{}' expected std >= 0, got {}", path, e.name, f.std);
     TERN_CHECK(sorted.count(e.name) == 0, "[weights] {}: tensor '{}' listed twice", path, e.name);
     const std::string key = e.name;

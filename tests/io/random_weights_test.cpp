@@ -139,7 +139,7 @@ TEST(RandomWeights, MalformedSpecsAreErrors) {
                        {"name": "c", "shape": [2305843009213693951], "dtype": "F32"}])");
   expect_error([&] { WeightStore::open(dir); }, {path, "total size", "64 bits"});
   write_file(path, R"([{"name": "a", "shape": [2], "mean": 1e39}])");
-  expect_error([&] { WeightStore::open(dir); }, {path, "'a'", "'mean'"});
+  expect_error([&] { WeightStore::open(dir); }, {path, "'a.mean'", "float range"});
   write_file(path, R"([{"name": "a", "shape": [2], "std": -0.5}])");
   expect_error([&] { WeightStore::open(dir); }, {path, "'a'", "std >= 0"});
   // The text parser is the file's: the same list, the same layout.
