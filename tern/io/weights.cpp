@@ -27,7 +27,7 @@ struct WeightStore::Progress {
   std::mutex mu;
   Timer clock;
   double interval = 5.0, next = 5.0;  // seconds
-  uint64_t bytes = 0, total = 0;
+  uint64_t bytes = 0;
 };
 
 WeightStore WeightStore::open(const std::string& model_dir) {
@@ -63,7 +63,6 @@ WeightStore WeightStore::open(const std::string& model_dir) {
       ws.where_[name] = Location{it->second};
     }
     TERN_CHECK(!ws.where_.empty(), "[weights] {}: expected at least one tensor in weight_map, got none", index_path);
-    ws.progress_->total = ws.total_bytes();
     return ws;
   }
 
@@ -72,14 +71,12 @@ WeightStore WeightStore::open(const std::string& model_dir) {
     ws.random_ = RandomWeights::open(random_path);
     for (const auto& e : ws.random_->tensors()) ws.where_[e.name] = Location{};
     log_info("[weights] {}: random weights (no checkpoint): {} tensors", model_dir, ws.where_.size());
-    ws.progress_->total = ws.total_bytes();
     return ws;
   }
   TERN_CHECK(fs::exists(single_path, ec), "[weights] {}: expected {} or {} (or {}), got none", model_dir, kSingleName,
              kIndexName, kRandomWeightsName);
   auto file = SafetensorsFile::open(single_path);
   for (const auto& e : file->tensors()) ws.where_[e.name] = Location{file};
-  ws.progress_->total = ws.total_bytes();
   return ws;
 }
 
@@ -116,10 +113,10 @@ Tensor WeightStore::get(const std::string& name) const {
   {
     Progress& p = *progress_;
     std::lock_guard<std::mutex> lock(p.mu);
-    p.bytes += entry(name).nbytes();
+    p.bytes += (loc.file ? loc.file->entry(name) : random_->entry(name)).nbytes();
     const double t = p.clock.seconds();
     if (t >= p.next) {
-      log_info("[weights] {}: {:.2f} of {:.2f} GB read after {:.0f} s", dir_, p.bytes / 1e9, p.total / 1e9, t);
+      log_info("[weights] {}: {:.2f} of {:.2f} GB read after {:.0f} s", dir_, p.bytes / 1e9, total_bytes() / 1e9, t);
       p.next = t + p.interval;
     }
   }

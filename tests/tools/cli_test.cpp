@@ -178,7 +178,7 @@ TEST(CliErrors, BadInputGetsOneLine) {
   expect_one_line_error("generate " + kDemo, "exactly one of PROMPT or --ids");
   expect_one_line_error("generate " + kQwen3 + " \"hi\"", "no tokenizer.json");
   expect_one_line_error("score " + kDemo + " --ids 5", "at least 2 tokens");
-  expect_one_line_error("score " + kDemo + " --text-file /nonexistent.txt", "expected a readable file /nonexistent.txt");
+  expect_one_line_error("score " + kDemo + " --text-file /nonexistent.txt", "/nonexistent.txt: expected a readable file");
   // A directory where a file belongs is named as one (it was "internal error: basic_filebuf::underflow" for
   // --prompt-cache, an empty run for --jsonl and a JSON parse error for --request).
   const std::string tmp = ::testing::TempDir();

@@ -6,7 +6,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tern/base/log.h"
 #include "tern/engine/generator.h"
 #include "tern/engine/prompt_cache.h"
 #include "tern/text/chat_template.h"
@@ -83,13 +82,8 @@ int run_generate(int argc, char** argv) {
   GenerateOptions opt;
   opt.max_tokens = a.get_int("max-tokens");
   // The positions the model reads: the prompt's and every new token's but the last.
-  const int64_t trained = m.model->config().max_position_embeddings;
-  const int64_t read = static_cast<int64_t>(prompt.size()) + std::max<int64_t>(opt.max_tokens - 1, 0);
-  if (trained > 0 && read > trained) {
-    log_warn("[generate] {} prompt tokens and up to {} new ones take {} positions, past the model's "
-             "max_position_embeddings of {}: it was not trained on positions that far",
-             prompt.size(), opt.max_tokens, read, trained);
-  }
+  warn_past_trained_context(m, "generate", fmt::format("{} prompt tokens and up to {} new ones", prompt.size(), opt.max_tokens),
+                            static_cast<int64_t>(prompt.size()) + std::max<int64_t>(opt.max_tokens - 1, 0));
   opt.sampling = sampling_from(a, m.generation);
   opt.stop_ids = m.generation.eos_token_ids;
   opt.prefill_chunk = a.get_int("prefill-chunk");

@@ -4,7 +4,6 @@
 #include <nlohmann/json.hpp>
 
 #include "tern/base/file.h"
-#include "tern/base/log.h"
 #include "tern/io/safetensors.h"
 #include "tern/train/perplexity.h"
 #include "tools/cli/model_args.h"
@@ -39,12 +38,7 @@ int run_score(int argc, char** argv) {
     if (static_cast<int64_t>(ids.size()) > n) ids.resize(n);
   }
   // Predicting tokens 1..n-1 reads positions 0..n-2.
-  const int64_t trained = m.model->config().max_position_embeddings;
-  if (trained > 0 && static_cast<int64_t>(ids.size()) - 1 > trained) {
-    log_warn("[score] {} tokens take {} positions, past the model's max_position_embeddings of {}: it was not "
-             "trained on positions that far",
-             ids.size(), ids.size() - 1, trained);
-  }
+  warn_past_trained_context(m, "score", fmt::format("{} tokens", ids.size()), static_cast<int64_t>(ids.size()) - 1);
   ScoreResult r = score_tokens(*m.model, ids, a.get_int("chunk"), a.has("logits-out"), kv);
   if (a.has("logits-out")) io::save_safetensors(a.get("logits-out"), {{"logits", r.logits}});
   nlohmann::json out = {{"n_tokens", r.n_tokens}, {"nll", r.nll}, {"perplexity", r.perplexity},

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tern/base/log.h"
 #include "tern/base/parallel.h"
 #include "tern/ops/device.h"
 
@@ -75,5 +76,14 @@ const text::Tokenizer& require_tokenizer(const LoadedModel& m, const char* what)
 }
 
 std::string json_escape(const std::string& s) { return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
+
+void warn_past_trained_context(const LoadedModel& m, const char* command, const std::string& reads, int64_t positions) {
+  const int64_t trained = m.model->config().max_position_embeddings;
+  if (trained > 0 && positions > trained) {
+    log_warn("[{}] {} take {} positions, past the model's max_position_embeddings of {}: it was not trained on "
+             "positions that far",
+             command, reads, positions, trained);
+  }
+}
 
 }  // namespace tern::cli

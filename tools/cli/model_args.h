@@ -38,6 +38,11 @@ LoadedModel load_for_cli(const std::string& dir, const LoadOptions& options);
 // The tokenizer, or "[what] <dir> has no tokenizer.json; pass --ids" when absent.
 const text::Tokenizer& require_tokenizer(const LoadedModel& m, const char* what);
 
+// Warns once on stderr ("[command] READS take N positions, past the model's max_position_embeddings of
+// M: ...") when a run reads more positions than the model was trained on; it still runs, as
+// transformers does.
+void warn_past_trained_context(const LoadedModel& m, const char* command, const std::string& reads, int64_t positions);
+
 // JSON string escaping for one-line outputs.
 std::string json_escape(const std::string& s);
 
