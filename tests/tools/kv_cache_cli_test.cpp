@@ -148,6 +148,10 @@ TEST(KVCacheCli, BadValuesGetOneLine) {
   expect_one_line_error("generate " + kDemo + " --ids 1,2 --kv-cache affine2", "unsupported storage");
   expect_one_line_error("bench " + kDemo + " --kv-cache turbo:k8", "turbo:k<K>v<V>");
   expect_one_line_error("info " + kDemo + " --memory lots", "--memory");
+  expect_one_line_error("info " + kDemo + " --memory inf", "--memory like 80GB");
+  expect_one_line_error("info " + kDemo + " --memory 0x10GB", "--memory like 80GB");
+  expect_one_line_error("info " + kDemo + " --memory 80gb", "--memory like 80GB");
+  expect_one_line_error("info " + kDemo + " --memory 1e30GB", "at most 1 PiB");
 }
 
 TEST(KVCacheCli, GenerateAndBenchRunWithAQuantizedCache) {

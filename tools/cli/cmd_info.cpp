@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <limits>
 #include <map>
+#include <regex>
 
 #include <nlohmann/json.hpp>
 
@@ -22,21 +23,22 @@ std::string human_bytes(double b) {
   return fmt::format("{:.2f} {}", b, units[u]);
 }
 
-// "80GB", "80GiB", "512MiB", "1e9": bytes (decimal units for GB/MB, binary for GiB/MiB).
+// "80GB", "80GiB", "512MiB", "1e9": bytes (decimal units for GB/MB, binary for GiB/MiB). A decimal number
+// (no hex, inf or nan, which std::stod would take) of at most 1 PiB.
 double parse_memory(const std::string& s) {
-  size_t used = 0;
+  static const std::regex form(R"(([0-9]+(\.[0-9]*)?([eE][+-]?[0-9]+)?)([KMGT]i?B|B)?)");
+  std::smatch m;
   double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  const std::string unit = s.substr(used);
+  const bool ok = std::regex_match(s, m, form);
+  if (ok) v = std::strtod(m[1].str().c_str(), nullptr);
+  const std::string unit = ok ? m[4].str() : "";
   const std::map<std::string, double> units = {{"", 1},          {"B", 1},           {"KB", 1e3},  {"MB", 1e6},
                                                {"GB", 1e9},      {"TB", 1e12},       {"KiB", 1024.0}, {"MiB", 1048576.0},
                                                {"GiB", 1073741824.0}, {"TiB", 1099511627776.0}};
-  TERN_CHECK(used > 0 && v > 0 && units.count(unit), "[info] expected --memory like 80GB or 24GiB, got '{}'", s);
-  return v * units.at(unit);
+  TERN_CHECK(ok && v > 0 && units.count(unit), "[info] expected --memory like 80GB or 24GiB, got '{}'", s);
+  const double bytes = v * units.at(unit);
+  TERN_CHECK(bytes <= 0x1p50, "[info] expected --memory of at most 1 PiB, got '{}'", s);
+  return bytes;
 }
 
 int run_info(int argc, char** argv) {
