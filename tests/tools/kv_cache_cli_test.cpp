@@ -164,3 +164,19 @@ TEST(KVCacheCli, GenerateAndBenchRunWithAQuantizedCache) {
 }
 
 }  // namespace
+
+// A quantized storage whose --kv-boundary covers every attention layer of the demo model (8) still runs,
+// unquantized, and says so once on stderr; a boundary that leaves one layer quantized says nothing.
+TEST(KVCacheCli, BoundaryOverEveryLayerWarns) {
+  const std::string score = "score " + kDemo + " --device cpu --ids 1,2,3,4 --kv-cache turbo --kv-boundary ";
+  CliRun all = tern_cli(score + "4");
+  ASSERT_EQ(all.code, 0) << all.err;
+  EXPECT_NE(all.err.find("--kv-cache turbo stores no layer quantized: --kv-boundary 4"), std::string::npos) << all.err;
+  EXPECT_NE(all.err.find("8 full-attention layers"), std::string::npos) << all.err;
+  CliRun some = tern_cli(score + "3");
+  ASSERT_EQ(some.code, 0) << some.err;
+  EXPECT_EQ(some.err.find("stores no layer quantized"), std::string::npos) << some.err;
+  CliRun plain = tern_cli("score " + kDemo + " --device cpu --ids 1,2,3,4 --kv-boundary 99");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_EQ(plain.err.find("stores no layer quantized"), std::string::npos) << plain.err;
+}

@@ -74,6 +74,7 @@ int run_bench(int argc, char** argv) {
   Timer load_timer;
   LoadedModel m = load_for_cli(a.get("MODEL_DIR"), opt);
   const double load_seconds = load_timer.seconds();
+  warn_unquantized_kv(m, "bench", kv);
   const Model& model = *m.model;
   const int64_t vocab = model.vocab_size();
   SamplingParams sampling;

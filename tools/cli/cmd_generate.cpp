@@ -68,6 +68,7 @@ int run_generate(int argc, char** argv) {
 
   const KVCacheOptions kv = kv_cache_options(a);
   LoadedModel m = load_for_cli(a.get("MODEL_DIR"), runtime_options(a, kv));
+  warn_unquantized_kv(m, "generate", kv);
   std::vector<int32_t> prompt;
   if (a.has("ids")) {
     prompt = parse_ids(a.get("ids"));

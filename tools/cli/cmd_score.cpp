@@ -26,6 +26,7 @@ int run_score(int argc, char** argv) {
 
   const KVCacheOptions kv = kv_cache_options(a);
   LoadedModel m = load_for_cli(a.get("MODEL_DIR"), runtime_options(a, kv));
+  warn_unquantized_kv(m, "score", kv);
   std::vector<int32_t> ids;
   if (a.has("ids")) {
     ids = parse_ids(a.get("ids"));

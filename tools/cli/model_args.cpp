@@ -1,6 +1,7 @@
 // Shared model-command plumbing.
 #include "tools/cli/model_args.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -84,6 +85,21 @@ void warn_past_trained_context(const LoadedModel& m, const char* command, const 
              "positions that far",
              command, reads, positions, trained);
   }
+}
+
+void warn_unquantized_kv(const LoadedModel& m, const char* command, const KVCacheOptions& kv) {
+  KVCacheOptions plain = kv;
+  plain.kind = "bf16";
+  if (kv.kind == plain.kind) return;
+  const std::vector<LayerCacheSpec> layout = m.model->cache_layout();
+  const int64_t context = 1 << 16;  // past every sliding window, so that ring layers count too
+  if (cache_bytes(layout, kv, context, 2).total() != cache_bytes(layout, plain, context, 2).total()) return;
+  const auto full =
+      std::count_if(layout.begin(), layout.end(), [](const LayerCacheSpec& l) { return l.kind == LayerCacheSpec::full; });
+  log_warn("[{}] --kv-cache {} stores no layer quantized: --kv-boundary {} keeps the first and last {} attention "
+           "layers unquantized, and the model's caches have {} full-attention layers (sliding ones take only affine "
+           "storage)",
+           command, kv.kind, kv.boundary, kv.boundary, full);
 }
 
 }  // namespace tern::cli

@@ -43,6 +43,11 @@ const text::Tokenizer& require_tokenizer(const LoadedModel& m, const char* what)
 // transformers does.
 void warn_past_trained_context(const LoadedModel& m, const char* command, const std::string& reads, int64_t positions);
 
+// Warns once on stderr ("[command] --kv-cache K stores no layer quantized: ...") when quantized storage
+// was asked for but the model has no layer that takes it (--kv-boundary covers every attention layer,
+// or TurboQuant on a model of sliding layers only); it still runs, unquantized.
+void warn_unquantized_kv(const LoadedModel& m, const char* command, const KVCacheOptions& kv);
+
 // JSON string escaping for one-line outputs.
 std::string json_escape(const std::string& s);
 
