@@ -6,10 +6,19 @@
 #include <cmath>
 #include <cstring>
 
+#include "tern/base/log.h"
 #include "tern/base/timer.h"
 #include "tern/ops/reduce.h"
 
 namespace tern {
+
+int64_t score_chunk_within(int64_t n, int64_t vocab, int64_t logit_bytes) {
+  TERN_CHECK(n >= 0 && vocab >= 1 && logit_bytes >= 1,
+             "[score] expected n >= 0, vocab >= 1 and a budget >= 1, got {}, {}, {}", n, vocab, logit_bytes);
+  const int64_t row = vocab * static_cast<int64_t>(sizeof(float));
+  const int64_t fit = std::max<int64_t>(logit_bytes / row, 1);
+  return n <= fit ? 0 : fit;
+}
 
 ScoreResult score_tokens(const Model& model, const std::vector<int32_t>& ids, int64_t chunk, bool keep_logits,
                          const KVCacheOptions& kv) {
@@ -22,7 +31,8 @@ ScoreResult score_tokens(const Model& model, const std::vector<int32_t>& ids, in
   ScoreResult r;
   r.n_tokens = n;
   if (keep_logits) r.logits = Tensor::empty({n, vocab}, Dtype::f32);
-  Timer t;
+  Timer t, since_report;
+  constexpr double kReportSeconds = 2.0;
   CacheList caches = model.make_caches(kv);
   const int64_t step = chunk > 0 ? chunk : n;
   double total = 0;
@@ -42,6 +52,10 @@ ScoreResult score_tokens(const Model& model, const std::vector<int32_t>& ids, in
     std::copy(ids.begin() + s + 1, ids.begin() + s + 1 + scored, next.data<int32_t>());
     const Tensor lp = ops::token_logprobs(rows.narrow(0, 0, scored), next).to(Device::cpu());
     for (int64_t i = 0; i < scored; ++i) total -= lp.data<float>()[i];
+    if (s + len < n && since_report.seconds() >= kReportSeconds) {
+      log_info("[score] {} of {} tokens, {:.0f} tok/s", s + len, n, static_cast<double>(s + len) / t.seconds());
+      since_report.reset();
+    }
   }
   r.nll = total / static_cast<double>(n - 1);
   r.perplexity = std::exp(r.nll);

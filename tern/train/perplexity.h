@@ -16,8 +16,14 @@ struct ScoreResult {
 };
 
 // ids: at least 2 tokens, each in [0, vocab). chunk 0 = one forward. keep_logits fills result.logits.
-// kv: the KV storage of the caches the chunks run through.
+// kv: the KV storage of the caches the chunks run through. A run of many chunks logs its progress every
+// few seconds.
 ScoreResult score_tokens(const Model& model, const std::vector<int32_t>& ids, int64_t chunk, bool keep_logits,
                          const KVCacheOptions& kv = {});
+
+// The chunk `tern score --chunk auto` takes for n tokens of a vocab-wide model: 0 (one forward) while the
+// forward's f32 logits [n, vocab] take at most logit_bytes, else the most positions whose logits do (at
+// least 1).
+int64_t score_chunk_within(int64_t n, int64_t vocab, int64_t logit_bytes);
 
 }  // namespace tern

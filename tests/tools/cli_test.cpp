@@ -37,7 +37,7 @@ std::string join_ids(const std::vector<int>& ids) {
 
 TEST(CliDemo, PerplexityMatchesTransformers) {
   const double want = demo_reference()["valid_first_2048_ppl"].get<double>();
-  for (const char* chunk : {"0", "256"}) {
+  for (const char* chunk : {"0", "256", "auto"}) {  // auto: one forward (the demo's logits take 32 MiB)
     CliRun r = tern("score " + kDemo + " --text-file " + kDemo + "/valid.txt --max-tokens 2049 --chunk " + chunk);
     ASSERT_EQ(r.code, 0) << r.err;
     auto j = nlohmann::json::parse(r.out);

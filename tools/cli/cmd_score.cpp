@@ -17,7 +17,10 @@ int run_score(int argc, char** argv) {
       .flag("ids", "1,2,3", "the tokens to score")
       .flag("text-file", "FILE", "a UTF-8 text file to tokenize and score")
       .flag("max-tokens", "N", "score only the first N tokens")
-      .flag("chunk", "N", "feed the tokens N at a time through the generation cache (0 = one forward)", "0")
+      .flag("chunk", "N",
+            "feed the tokens N at a time through the generation cache (0 = one forward; auto = one forward while its "
+            "logits take at most 1 GiB, else chunks whose logits do)",
+            "auto")
       .flag("logits-out", "FILE", "write all logits as one f32 tensor 'logits' [n_tokens, vocab] to a safetensors file");
   add_runtime_flags(a);
   add_kv_cache_flags(a);
@@ -40,7 +43,10 @@ int run_score(int argc, char** argv) {
   }
   // Predicting tokens 1..n-1 reads positions 0..n-2.
   warn_past_trained_context(m, "score", fmt::format("{} tokens", ids.size()), static_cast<int64_t>(ids.size()) - 1);
-  ScoreResult r = score_tokens(*m.model, ids, a.get_int("chunk"), a.has("logits-out"), kv);
+  const int64_t n = static_cast<int64_t>(ids.size());
+  const int64_t chunk =
+      a.get("chunk") == "auto" ? score_chunk_within(n, m.model->vocab_size(), int64_t{1} << 30) : a.get_int("chunk");
+  ScoreResult r = score_tokens(*m.model, ids, chunk, a.has("logits-out"), kv);
   if (a.has("logits-out")) io::save_safetensors(a.get("logits-out"), {{"logits", r.logits}});
   nlohmann::json out = {{"n_tokens", r.n_tokens}, {"nll", r.nll}, {"perplexity", r.perplexity},
                         {"seconds", r.seconds}};
