@@ -154,6 +154,18 @@ TEST(KVCacheCli, BadValuesGetOneLine) {
   expect_one_line_error("info " + kDemo + " --memory 1e30GB", "at most 1 PiB");
 }
 
+// A memory smaller than the weights fits no context, and the line says why.
+TEST(KVCacheCli, InfoSaysWhenTheWeightsAloneExceedTheMemory) {
+  CliRun r = tern_cli("info " + kDemo + " --device cpu --memory 1MB");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("fits         0 tokens of context in 1MB beside the weights (the weights alone take "),
+            std::string::npos)
+      << r.out;
+  r = tern_cli("info " + kDemo + " --device cpu --memory 1GB");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("the weights alone take"), std::string::npos) << r.out;
+}
+
 TEST(KVCacheCli, GenerateAndBenchRunWithAQuantizedCache) {
   CliRun g = tern_cli("generate " + kDemo + " --ids 1,2,3,4 --max-tokens 8 --json --kv-cache turbo --prefill-chunk 2");
   ASSERT_EQ(g.code, 0) << g.err;

@@ -147,8 +147,14 @@ int run_info(int argc, char** argv) {
               human_bytes(static_cast<double>(at_ctx.sliding)).c_str(),
               human_bytes(static_cast<double>(at_ctx.recurrent)).c_str(), kinds.c_str(),
               supported ? "" : "; architecture not supported, all assumed full attention");
-  if (fits >= 0)
-    std::printf("fits         %lld tokens of context in %s beside the weights\n", (long long)fits, a.get("memory").c_str());
+  if (fits >= 0) {
+    const double weights = static_cast<double>(weight_bytes);
+    const std::string why = weights >= parse_memory(a.get("memory"))
+                                ? fmt::format(" (the weights alone take {})", human_bytes(weights))
+                                : "";
+    std::printf("fits         %lld tokens of context in %s beside the weights%s\n", (long long)fits,
+                a.get("memory").c_str(), why.c_str());
+  }
   return 0;
 }
 
