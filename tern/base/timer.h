@@ -16,4 +16,20 @@ class Timer {
   std::chrono::steady_clock::time_point start_;
 };
 
+// A progress line's pace: due() is true once `seconds` have passed since construction or since it was
+// last true (long work logs where it stands every few seconds, and short work never).
+class Every {
+ public:
+  explicit Every(double seconds) : seconds_(seconds) {}
+  bool due() {
+    if (clock_.seconds() < seconds_) return false;
+    clock_.reset();
+    return true;
+  }
+
+ private:
+  Timer clock_;
+  double seconds_;
+};
+
 }  // namespace tern

@@ -18,8 +18,6 @@ int64_t prefill_positions(int64_t rows, int64_t positions, int64_t max_tokens) {
 }
 
 namespace {
-constexpr double kReportSeconds = 2.0;  // a long prefill logs its progress this often
-
 // Positions until the first cache's precision transition (bf16-first storage, --kv-start S): a chunk
 // then ends exactly there, so the positions read unquantized are the first S whatever the budget.
 int64_t transition_room(const CacheList& caches) {
@@ -36,7 +34,8 @@ Tensor prefill(const Model& model, const Tensor& ids, CacheList& caches, int64_t
   const int64_t B = ids.size(0), P = ids.size(1);
   const int64_t chunk = prefill_positions(B, P, max_tokens);
   if (max_tokens <= 0) return model.forward(ids, caches, false);
-  Timer total, since_report;
+  Timer total;
+  Every report(2.0);  // a long prefill logs its progress this often
   for (int64_t s = 0;;) {
     // Chunks end at multiples of `chunk` positions, and at a transition between them.
     const int64_t room = transition_room(caches);
@@ -44,10 +43,9 @@ Tensor prefill(const Model& model, const Tensor& ids, CacheList& caches, int64_t
     // forward ends with the logits on the host, so the times below are the device's too.
     Tensor logits = model.forward(ids.narrow(1, s, end - s).contiguous(), caches, false);
     if (end == P) return logits;
-    if (since_report.seconds() >= kReportSeconds) {
+    if (report.due()) {
       log_info("[prefill] {} of {} positions{}, {:.0f} tok/s", end, P, B > 1 ? fmt::format(" x {} rows", B) : "",
                static_cast<double>(B * end) / total.seconds());
-      since_report.reset();
     }
     s = end;
   }

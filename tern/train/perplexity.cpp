@@ -31,8 +31,8 @@ ScoreResult score_tokens(const Model& model, const std::vector<int32_t>& ids, in
   ScoreResult r;
   r.n_tokens = n;
   if (keep_logits) r.logits = Tensor::empty({n, vocab}, Dtype::f32);
-  Timer t, since_report;
-  constexpr double kReportSeconds = 2.0;
+  Timer t;
+  Every report(2.0);  // a run of many chunks logs its progress this often
   CacheList caches = model.make_caches(kv);
   const int64_t step = chunk > 0 ? chunk : n;
   double total = 0;
@@ -52,10 +52,8 @@ ScoreResult score_tokens(const Model& model, const std::vector<int32_t>& ids, in
     std::copy(ids.begin() + s + 1, ids.begin() + s + 1 + scored, next.data<int32_t>());
     const Tensor lp = ops::token_logprobs(rows.narrow(0, 0, scored), next).to(Device::cpu());
     for (int64_t i = 0; i < scored; ++i) total -= lp.data<float>()[i];
-    if (s + len < n && since_report.seconds() >= kReportSeconds) {
+    if (s + len < n && report.due())
       log_info("[score] {} of {} tokens, {:.0f} tok/s", s + len, n, static_cast<double>(s + len) / t.seconds());
-      since_report.reset();
-    }
   }
   r.nll = total / static_cast<double>(n - 1);
   r.perplexity = std::exp(r.nll);

@@ -114,8 +114,9 @@ int run_info(int argc, char** argv) {
                         {"total_bytes_at_context", weight_bytes + at_ctx.total()},
                         {"kv_cache", kv.kind}};
   int64_t fits = -1;
+  double mem = 0;
   if (a.has("memory")) {
-    const double mem = parse_memory(a.get("memory"));
+    mem = parse_memory(a.get("memory"));
     fits = mem > weight_bytes ? context_that_fits(layout, kv, kv_elem, mem - weight_bytes) : 0;
     out["memory_bytes"] = mem;
     out["context_that_fits"] = fits;
@@ -149,9 +150,8 @@ int run_info(int argc, char** argv) {
               supported ? "" : "; architecture not supported, all assumed full attention");
   if (fits >= 0) {
     const double weights = static_cast<double>(weight_bytes);
-    const std::string why = weights >= parse_memory(a.get("memory"))
-                                ? fmt::format(" (the weights alone take {})", human_bytes(weights))
-                                : "";
+    const std::string why =
+        weights >= mem ? fmt::format(" (the weights alone take {})", human_bytes(weights)) : "";
     std::printf("fits         %lld tokens of context in %s beside the weights%s\n", (long long)fits,
                 a.get("memory").c_str(), why.c_str());
   }

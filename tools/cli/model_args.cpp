@@ -94,12 +94,15 @@ void warn_unquantized_kv(const LoadedModel& m, const char* command, const KVCach
   const std::vector<LayerCacheSpec> layout = m.model->cache_layout();
   const int64_t context = 1 << 16;  // past every sliding window, so that ring layers count too
   if (cache_bytes(layout, kv, context, 2).total() != cache_bytes(layout, plain, context, 2).total()) return;
-  const auto full =
-      std::count_if(layout.begin(), layout.end(), [](const LayerCacheSpec& l) { return l.kind == LayerCacheSpec::full; });
-  log_warn("[{}] --kv-cache {} stores no layer quantized: --kv-boundary {} keeps the first and last {} attention "
-           "layers unquantized, and the model's caches have {} full-attention layers (sliding ones take only affine "
-           "storage)",
-           command, kv.kind, kv.boundary, kv.boundary, full);
+  const auto full = std::count_if(layout.begin(), layout.end(),
+                                  [](const LayerCacheSpec& l) { return l.kind == LayerCacheSpec::full; });
+  const std::string why = kv.boundary > 0 ? fmt::format("--kv-boundary {} keeps the first and last {} attention "
+                                                        "layers unquantized, and the model's caches have {} "
+                                                        "full-attention layers",
+                                                        kv.boundary, kv.boundary, full)
+                                          : "the model's caches have no full-attention layer";
+  log_warn("[{}] --kv-cache {} stores no layer quantized: {} (sliding ones take only affine storage)", command, kv.kind,
+           why);
 }
 
 }  // namespace tern::cli
