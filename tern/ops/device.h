@@ -1,6 +1,7 @@
 // Device queries the upper layers may ask without including backend headers: whether a CUDA device
-// is usable, its name, and initialisation. Defined by backend/cuda (or backend/no_cuda stubs).
+// is usable, its name, its free memory, and initialisation. Defined by backend/cuda (or backend/no_cuda stubs).
 #pragma once
+#include <cstdint>
 #include <string>
 
 namespace tern {
@@ -13,5 +14,7 @@ std::string cuda_status();
 void cuda_init();
 // "NVIDIA H200 (sm_90, 139 GiB)" or "" when unavailable.
 std::string cuda_device_name();
+// Bytes free on the device now (cudaMemGetInfo); throws tern::Error when unavailable.
+int64_t cuda_free_memory();
 
 }  // namespace tern

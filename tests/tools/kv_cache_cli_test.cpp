@@ -166,6 +166,28 @@ TEST(KVCacheCli, InfoSaysWhenTheWeightsAloneExceedTheMemory) {
   EXPECT_EQ(r.out.find("the weights alone take"), std::string::npos) << r.out;
 }
 
+// --memory device on the CPU: the host's MemAvailable, and the same context as that many bytes given.
+TEST(KVCacheCli, InfoMemoryDeviceTakesTheHostsAvailableMemory) {
+  CliRun r = tern_cli("info " + kDemo + " --device cpu --json --memory device --kv-cache affine4");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json d = nlohmann::json::parse(r.out);
+  EXPECT_EQ(d["memory_source"], "host MemAvailable");
+  const double mem = d["memory_bytes"].get<double>();
+  EXPECT_GT(mem, 0.0);
+  CliRun g = tern_cli("info " + kDemo + " --device cpu --json --kv-cache affine4 --memory " +
+                      std::to_string(static_cast<long long>(mem)) + "B");
+  ASSERT_EQ(g.code, 0) << g.err;
+  const nlohmann::json e = nlohmann::json::parse(g.out);
+  EXPECT_EQ(e["memory_source"], "--memory");
+  EXPECT_EQ(e["context_that_fits"], d["context_that_fits"]);
+  EXPECT_GT(d["context_that_fits"].get<int64_t>(), 0);
+  CliRun t = tern_cli("info " + kDemo + " --device cpu --memory device");
+  ASSERT_EQ(t.code, 0) << t.err;
+  EXPECT_NE(t.out.find("(host MemAvailable) beside the weights (more than the model's 2048 positions)"),
+            std::string::npos)
+      << t.out;
+}
+
 TEST(KVCacheCli, GenerateAndBenchRunWithAQuantizedCache) {
   CliRun g = tern_cli("generate " + kDemo + " --ids 1,2,3,4 --max-tokens 8 --json --kv-cache turbo --prefill-chunk 2");
   ASSERT_EQ(g.code, 0) << g.err;

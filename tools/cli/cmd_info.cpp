@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tern/base/host_memory.h"
 #include "tern/io/model_config.h"
 #include "tern/io/weights.h"
 #include "tern/models/cache_layout.h"
@@ -45,7 +46,9 @@ int run_info(int argc, char** argv) {
   Args a("info", "Describe a model directory: architecture, parameters, dtypes, memory needed.");
   a.positional("MODEL_DIR", "a Hugging Face model directory")
       .flag("context", "N", "context length for the KV-cache estimate (default: max_position_embeddings)")
-      .flag("memory", "SIZE", "device memory (e.g. 80GB, 24GiB): report the context that fits beside the weights")
+      .flag("memory", "SIZE|device",
+            "memory (e.g. 80GB, 24GiB; device = what the device has free now: the GPU's free memory, or the "
+            "host's MemAvailable with --device cpu): report the context that fits beside the weights")
       .flag("json", "", "print JSON instead of text");
   add_runtime_flags(a);
   add_kv_cache_flags(a);
@@ -115,10 +118,19 @@ int run_info(int argc, char** argv) {
                         {"kv_cache", kv.kind}};
   int64_t fits = -1;
   double mem = 0;
+  std::string mem_source;
   if (a.has("memory")) {
-    mem = parse_memory(a.get("memory"));
+    if (a.get("memory") == "device") {
+      const bool cpu = opt.device.is_cpu();
+      mem = static_cast<double>(cpu ? host_available_memory() : cuda_free_memory());
+      mem_source = cpu ? "host MemAvailable" : "cuda free memory";
+    } else {
+      mem = parse_memory(a.get("memory"));
+      mem_source = "--memory";
+    }
     fits = mem > weight_bytes ? context_that_fits(layout, kv, kv_elem, mem - weight_bytes) : 0;
     out["memory_bytes"] = mem;
+    out["memory_source"] = mem_source;
     out["context_that_fits"] = fits;
   }
   if (a.has("json")) {
@@ -151,9 +163,14 @@ int run_info(int argc, char** argv) {
   if (fits >= 0) {
     const double weights = static_cast<double>(weight_bytes);
     const std::string why =
-        weights >= mem ? fmt::format(" (the weights alone take {})", human_bytes(weights)) : "";
-    std::printf("fits         %lld tokens of context in %s beside the weights%s\n", (long long)fits,
-                a.get("memory").c_str(), why.c_str());
+        weights >= mem                          ? fmt::format(" (the weights alone take {})", human_bytes(weights))
+        : fits > c.max_position_embeddings && c.max_position_embeddings > 0
+            ? fmt::format(" (more than the model's {} positions)", c.max_position_embeddings)
+            : "";
+    const std::string in = mem_source == "--memory" ? a.get("memory")
+                                                    : fmt::format("{} ({})", human_bytes(mem), mem_source);
+    std::printf("fits         %lld tokens of context in %s beside the weights%s\n", (long long)fits, in.c_str(),
+                why.c_str());
   }
   return 0;
 }

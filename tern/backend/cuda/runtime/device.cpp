@@ -177,4 +177,11 @@ std::string cuda_device_name() {
                      static_cast<double>(p.totalGlobalMem) / (1 << 30));
 }
 
+int64_t cuda_free_memory() {
+  cuda_init();
+  size_t free = 0, total = 0;
+  TERN_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+  return static_cast<int64_t>(free);
+}
+
 }  // namespace tern
