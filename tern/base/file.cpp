@@ -1,4 +1,4 @@
-// read_file: sized from the open descriptor, read straight into the result. write_file_atomic: a
+// read_file: sized from the open descriptor, read straight into the result up to the end of file. write_file_atomic: a
 // temporary file, fsync, rename, and the directory fsynced.
 #include "tern/base/file.h"
 
@@ -22,20 +22,24 @@ std::string read_file(const std::string& path, std::string_view area) {
     ::close(fd);
     TERN_THROW("[{}] {}: expected a regular file, got {}", area, path, S_ISDIR(st.st_mode) ? "a directory" : "something else");
   }
-  std::string out(static_cast<size_t>(st.st_size), '\0');
+  // Sized from fstat, then read to the end of file: a file that reports a size of 0 but has content
+  // (/proc, /sys) is read whole too, instead of as empty.
+  std::string out(static_cast<size_t>(st.st_size) + 1, '\0');
   size_t done = 0;
-  while (done < out.size()) {
-    ssize_t n = ::read(fd, out.data() + done, out.size() - done);
+  for (;;) {
+    if (done == out.size()) out.resize(2 * out.size() + 4096);
+    const ssize_t n = ::read(fd, out.data() + done, out.size() - done);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = errno;
+    if (n < 0) {
+      const int err = errno;
       ::close(fd);
-      TERN_THROW("[{}] {}: expected {} bytes, got {} ({})", area, path, out.size(), done,
-                 n == 0 ? "end of file" : std::strerror(err));
+      TERN_THROW("[{}] {}: expected to read the file, got {} after {} bytes", area, path, std::strerror(err), done);
     }
+    if (n == 0) break;
     done += static_cast<size_t>(n);
   }
   ::close(fd);
+  out.resize(done);
   return out;
 }
 

@@ -94,6 +94,25 @@ TEST(WriteFileAtomic, ATargetThatIsADirectoryIsOneClearErrorAndNothingIsLeft) {
   EXPECT_EQ(entries(dir), 1) << "the temporary file is removed";
 }
 
+// A file that reports a size of 0 but has content (procfs) is read whole, as `cat` reads it.
+TEST(ReadFile, AProcfsFileOfSizeZeroIsReadWhole) {
+  const std::string text = read_file("/proc/self/status", "test");
+  EXPECT_NE(text.find("Name:"), std::string::npos) << text.size() << " bytes";
+  EXPECT_NE(text.find("Pid:"), std::string::npos);
+}
+
+// A regular file is read exactly, and an empty one as empty.
+TEST(ReadFile, ARegularFileIsReadExactly) {
+  TempDir dir("read_exact");
+  const std::string path = dir.path + "/f";
+  std::string want(10000, '\0');
+  for (size_t i = 0; i < want.size(); ++i) want[i] = static_cast<char>('a' + i % 26);
+  write_file_atomic(path, "test", [&](const WriteBytes& w) { w(want.data(), want.size()); });
+  EXPECT_EQ(read_file(path, "test"), want);
+  write_file_atomic(path, "test", [&](const WriteBytes&) {});
+  EXPECT_EQ(read_file(path, "test"), "");
+}
+
 TEST(ReadFile, AMissingFileNamesTheAreaAndPath) {
   const TempDir tmp("read");
   const std::string path = tmp.path + "/absent.txt";
