@@ -118,15 +118,17 @@ int run_info(int argc, char** argv) {
                         {"kv_cache", kv.kind}};
   int64_t fits = -1;
   double mem = 0;
-  std::string mem_source;
+  std::string mem_source, mem_label;  // where the memory came from; how the text line names it
   if (a.has("memory")) {
     if (a.get("memory") == "device") {
       const bool cpu = opt.device.is_cpu();
       mem = static_cast<double>(cpu ? host_available_memory() : cuda_free_memory());
       mem_source = cpu ? "host MemAvailable" : "cuda free memory";
+      mem_label = fmt::format("{} ({})", human_bytes(mem), mem_source);
     } else {
       mem = parse_memory(a.get("memory"));
       mem_source = "--memory";
+      mem_label = a.get("memory");
     }
     fits = mem > weight_bytes ? context_that_fits(layout, kv, kv_elem, mem - weight_bytes) : 0;
     out["memory_bytes"] = mem;
@@ -161,16 +163,14 @@ int run_info(int argc, char** argv) {
               human_bytes(static_cast<double>(at_ctx.recurrent)).c_str(), kinds.c_str(),
               supported ? "" : "; architecture not supported, all assumed full attention");
   if (fits >= 0) {
-    const double weights = static_cast<double>(weight_bytes);
-    const std::string why =
-        weights >= mem                          ? fmt::format(" (the weights alone take {})", human_bytes(weights))
-        : fits > c.max_position_embeddings && c.max_position_embeddings > 0
-            ? fmt::format(" (more than the model's {} positions)", c.max_position_embeddings)
-            : "";
-    const std::string in = mem_source == "--memory" ? a.get("memory")
-                                                    : fmt::format("{} ({})", human_bytes(mem), mem_source);
-    std::printf("fits         %lld tokens of context in %s beside the weights%s\n", (long long)fits, in.c_str(),
-                why.c_str());
+    std::string note;
+    if (static_cast<double>(weight_bytes) >= mem) {
+      note = fmt::format(" (the weights alone take {})", human_bytes(static_cast<double>(weight_bytes)));
+    } else if (c.max_position_embeddings > 0 && fits > c.max_position_embeddings) {
+      note = fmt::format(" (more than the model's {} positions)", c.max_position_embeddings);
+    }
+    std::printf("fits         %lld tokens of context in %s beside the weights%s\n", (long long)fits, mem_label.c_str(),
+                note.c_str());
   }
   return 0;
 }
