@@ -14,9 +14,9 @@ TEST(Every, IsDueOnceItsIntervalHasPassedAndThenWaitsAgain) {
   Every always(0.0);
   EXPECT_TRUE(always.due());
   EXPECT_TRUE(always.due());
-  Every soon(0.05);
+  Every soon(0.5);  // wide enough that a loaded test machine's stalls do not make it due early
   EXPECT_FALSE(soon.due());
-  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  std::this_thread::sleep_for(std::chrono::milliseconds(600));
   EXPECT_TRUE(soon.due());
   EXPECT_FALSE(soon.due());  // the interval starts again from the line just logged
 }
