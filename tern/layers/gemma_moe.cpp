@@ -35,7 +35,7 @@ RouterChoice GemmaMoe::route(const Tensor& r) const {
   // The router in f32 even for bf16 activations: bf16 logits would flip near-tied experts.
   Tensor h = ops::rms_norm(r.dtype() == Dtype::f32 ? r : ops::cast(r, Dtype::f32), Tensor(), shape_.norm_eps);
   h = ops::scale(ops::mul(h, scale_), static_cast<float>(std::pow(static_cast<double>(shape_.hidden), -0.5)));
-  RouterChoice c = route_top_k(proj_.forward(h), shape_.n_expert_used, true);
+  RouterChoice c = route_top_k(proj_.forward(h), shape_.n_expert_used, true, experts_.expert_bytes());
   Tensor scale = ops::embedding(per_expert_scale_, c.experts, Dtype::f32);  // [T, k, 1]
   c.weights = ops::mul(c.weights, scale.view(c.weights.shape()));
   return c;

@@ -14,7 +14,7 @@
 
 namespace tern {
 
-RouterChoice route_top_k(const Tensor& logits, int64_t k, bool renormalize) {
+RouterChoice route_top_k(const Tensor& logits, int64_t k, bool renormalize, int64_t expert_bytes) {
   TERN_CHECK(logits.defined() && logits.rank() == 2, "[moe] expected router logits [T, n_expert], got {}",
              logits.defined() ? shape_str(logits.shape()) : std::string("an undefined tensor"));
   TERN_CHECK(k >= 1 && k <= logits.size(1), "[moe] expected top-k in [1, {}], got {}", logits.size(1), k);
@@ -23,7 +23,7 @@ RouterChoice route_top_k(const Tensor& logits, int64_t k, bool renormalize) {
   RouterChoice forced;
   if (tape && tape->take(ops::softmax(lf, -1), k, renormalize, forced)) return forced;
   ops::MoeRoute r = ops::moe_route(lf, k, renormalize);  // one kernel on CUDA
-  if (tape) tape->put(r.experts);
+  if (tape) tape->put(r.experts, lf.size(1), expert_bytes);
   return {r.weights, r.experts};
 }
 
@@ -77,7 +77,7 @@ Tensor SparseMoe::forward(const Tensor& x) const {
   Tensor x2 = x.reshape({T, H}).contiguous();  // [T, hidden]
   // Router logits in f32 even for bf16 activations: rounding them to bf16 would flip near-tied experts.
   Tensor logits = ops::linear(x2, router_.weight, {}, Dtype::f32);  // [T, n_expert]
-  return mix(x2, route_top_k(logits, K, shape_.norm_topk_prob)).view(x.shape());
+  return mix(x2, route_top_k(logits, K, shape_.norm_topk_prob, experts_.expert_bytes())).view(x.shape());
 }
 
 Tensor SparseMoe::mix(const Tensor& x2d, const RouterChoice& route) const {

@@ -13,9 +13,10 @@ struct RouterChoice {
 
 // logits [T, n_expert] (any float dtype) -> the k most probable experts of each row under a softmax
 // taken in f32 over all experts; with renormalize the k weights are rescaled to sum to 1. Runs on the
-// logits' device (no host sync on the GPU).
+// logits' device (no host sync on the GPU). expert_bytes, the bytes of one expert's weights, goes to a
+// recording RouterTape with the choice.
 // Throws "[moe] expected ..." for a logits tensor that is not 2-D or k outside [1, n_expert].
-RouterChoice route_top_k(const Tensor& logits, int64_t k, bool renormalize);
+RouterChoice route_top_k(const Tensor& logits, int64_t k, bool renormalize, int64_t expert_bytes = 0);
 
 // One layer's routed experts stacked over experts on the compute device, as ops::moe_experts takes them.
 struct StackedExperts {
@@ -26,6 +27,8 @@ struct StackedExperts {
   // when the checkpoint fuses them, else stacks prefix.experts.N.{gate,up,down}_proj.weight (a copy).
   // Throws the loader's missing-tensor / shape errors.
   static StackedExperts load(const WeightLoader& w, int64_t n_expert, int64_t hidden, int64_t inter);
+  // The bytes of one expert's gate, up and down weights.
+  int64_t expert_bytes() const { return static_cast<int64_t>(gate_up.nbytes() + down.nbytes()) / gate_up.size(0); }
 };
 
 struct SparseMoeShape {

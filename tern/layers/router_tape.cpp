@@ -1,6 +1,8 @@
 // RouterTape: recording and replaying routings (see router_tape.h).
 #include "tern/layers/router_tape.h"
 
+#include <algorithm>
+
 #include "tern/base/error.h"
 #include "tern/layers/moe.h"
 
@@ -31,13 +33,30 @@ void RouterTape::run(Mode mode, const std::function<void()>& f) {
 void RouterTape::record(const std::function<void()>& f) { run(Mode::recording, f); }
 void RouterTape::replay(const std::function<void()>& f) { run(Mode::replaying, f); }
 
-void RouterTape::put(const Tensor& experts) {
+void RouterTape::put(const Tensor& experts, int64_t n_expert, int64_t expert_bytes) {
   if (mode_ != Mode::recording) return;
   Tensor e = experts.to(Device::cpu()).contiguous();
   Choice c;
-  c.T = e.size(0), c.k = e.size(1);
+  c.T = e.size(0), c.k = e.size(1), c.n_expert = n_expert, c.expert_bytes = expert_bytes;
   c.experts.assign(e.data<int32_t>(), e.data<int32_t>() + e.numel());
   choices_.push_back(std::move(c));
+}
+
+RouterTape::Use RouterTape::use() const {
+  Use u;
+  for (const Choice& c : choices_) {
+    std::vector<int32_t> e = c.experts;
+    std::sort(e.begin(), e.end());
+    const auto distinct = static_cast<int64_t>(std::unique(e.begin(), e.end()) - e.begin());
+    u.fewest = u.routings == 0 ? distinct : std::min(u.fewest, distinct);
+    u.most = std::max(u.most, distinct);
+    ++u.routings;
+    u.experts += distinct;
+    u.of_experts += c.n_expert;
+    u.bytes += distinct * c.expert_bytes;
+    u.of_bytes += c.n_expert * c.expert_bytes;
+  }
+  return u;
 }
 
 bool RouterTape::take(const Tensor& probs, int64_t k, bool renormalize, RouterChoice& out) {

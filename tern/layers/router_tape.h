@@ -2,8 +2,9 @@
 // model in bf16 can be compared with its f32 reference under the same routing. A token whose top-k
 // gap is below the bf16 rounding of its router logits otherwise takes other experts in the two runs
 // (on small random checkpoints, at most prompts' first tokens), which no tolerance on logits can absorb
-// -- the router's counterpart of a greedy near-tie (DESIGN.md §4). A test-facing facility: off unless a
-// tape is recording or replaying.
+// -- the router's counterpart of a greedy near-tie (DESIGN.md §4). A recorded tape also says which share of
+// the experts' weights its routings touched (use(): `tern bench` reports it for the batch's decode step).
+// Off unless a tape is recording or replaying.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -30,15 +31,26 @@ class RouterTape {
 
   // Called by route_top_k. While replaying: fills out from the next choice and returns true.
   bool take(const Tensor& probs, int64_t k, bool renormalize, RouterChoice& out);
-  // While recording: appends the choice.
-  void put(const Tensor& experts);
+  // While recording: appends the choice of experts [T, k] out of n_expert, each expert's weights taking
+  // expert_bytes (0 when the caller does not say).
+  void put(const Tensor& experts, int64_t n_expert, int64_t expert_bytes);
+
+  // What the recorded routings chose: per routing, the distinct experts among its T * k choices (a
+  // grouped expert product reads each of them once), summed and at their fewest and most, and their bytes.
+  struct Use {
+    int64_t routings = 0;
+    int64_t experts = 0, of_experts = 0;  // distinct experts chosen, and experts there were, over all routings
+    int64_t fewest = 0, most = 0;         // distinct experts of one routing
+    int64_t bytes = 0, of_bytes = 0;      // the chosen experts' weights, and all experts' weights
+  };
+  Use use() const;
 
   // The tape of the routing in progress (nullptr when none records or replays).
   static RouterTape* active();
 
  private:
   struct Choice {
-    int64_t T = 0, k = 0;
+    int64_t T = 0, k = 0, n_expert = 0, expert_bytes = 0;
     std::vector<int32_t> experts;  // [T * k]
   };
   enum class Mode { off, recording, replaying };

@@ -53,5 +53,27 @@ TEST(RouterTape, MismatchedOrExhaustedReplayIsAnError) {
   EXPECT_EQ(RouterTape::active(), nullptr);  // an error leaves no tape active
 }
 
+// use(): per routing the distinct experts of its T x k choices, and their bytes at each routing's own
+// expert size.
+TEST(RouterTape, UseCountsTheDistinctExpertsOfEachRouting) {
+  // Two tokens, k = 2 of 4 experts: the second token's first choice is the first token's second.
+  const Tensor a = logits_of({3.0f, 2.0f, 0.5f, -1.0f, 0.0f, 4.0f, 1.0f, -2.0f}, 2);  // {0, 1}, {1, 2}: 3 distinct
+  const Tensor b = logits_of({1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f}, 1);                // {0, 1} of 6: 2 distinct
+  RouterTape tape;
+  tape.record([&] {
+    route_top_k(a, 2, true, 100);
+    route_top_k(b, 2, false, 10);
+  });
+  const RouterTape::Use u = tape.use();
+  EXPECT_EQ(u.routings, 2);
+  EXPECT_EQ(u.experts, 5);
+  EXPECT_EQ(u.of_experts, 10);
+  EXPECT_EQ(u.fewest, 2);
+  EXPECT_EQ(u.most, 3);
+  EXPECT_EQ(u.bytes, 3 * 100 + 2 * 10);
+  EXPECT_EQ(u.of_bytes, 4 * 100 + 6 * 10);
+  EXPECT_EQ(RouterTape().use().routings, 0);
+}
+
 }  // namespace
 }  // namespace tern

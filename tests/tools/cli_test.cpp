@@ -144,6 +144,43 @@ TEST(CliBench, ReportsThroughput) {
   EXPECT_EQ(j["decode_steady_tokens_per_second"].get<double>(), j["decode_tokens_per_second"].get<double>());
 }
 
+// A model with routed experts: bench records one more decode step's routings and reports the distinct
+// experts its batch chose a layer and their bytes (those the checkpoint stores: the CPU keeps them as
+// stored). One token chooses exactly top-k; a batch of 4, between top-k and min(experts, 4 top-k).
+TEST(CliBench, ReportsTheExpertsADecodeStepReads) {
+  const std::string moe = std::string(TERN_TEST_DATA) + "/models/qwen3_moe";  // 3 layers, 2 with 8 experts, top-2
+  auto f = tern::io::SafetensorsFile::open(moe + "/model.safetensors");
+  uint64_t stored = 0;
+  for (const auto& e : f->tensors())
+    if (e.name.find(".mlp.experts.") != std::string::npos) stored += e.nbytes();
+  const double per_expert = static_cast<double>(stored) / (2 * 8);
+  for (int batch : {1, 4}) {
+    CliRun r = tern("bench " + moe + " --prompt-tokens 8 --gen-tokens 2 --repeats 1 --warmup 0 --json --batch " +
+                    std::to_string(batch));
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out)["moe_decode_step"];
+    ASSERT_TRUE(j.is_object()) << r.out;
+    EXPECT_EQ(j["layers"], 2);
+    EXPECT_EQ(j["experts"], 16);
+    EXPECT_EQ(j["expert_bytes"].get<double>(), static_cast<double>(stored));
+    const int64_t fewest = j["fewest_in_a_layer"], most = j["most_in_a_layer"], chosen = j["experts_chosen"];
+    EXPECT_EQ(j["expert_bytes_read"].get<double>(), static_cast<double>(chosen) * per_expert);
+    if (batch == 1) {
+      EXPECT_EQ(fewest, 2);
+      EXPECT_EQ(most, 2);
+    } else {
+      EXPECT_GE(fewest, 2);
+      EXPECT_LE(most, 8);
+      EXPECT_LE(fewest, most);
+    }
+    EXPECT_GE(chosen, 2 * fewest);
+    EXPECT_LE(chosen, 2 * most);
+  }
+  CliRun dense = tern("bench " + kQwen3 + " --prompt-tokens 8 --gen-tokens 2 --repeats 1 --warmup 0 --json");
+  ASSERT_EQ(dense.code, 0) << dense.err;
+  EXPECT_FALSE(nlohmann::json::parse(dense.out).contains("moe_decode_step"));
+}
+
 // --temperature decodes by sampling each row on the host, as generate does, and says so.
 TEST(CliBench, SampledDecodeReportsItsSettings) {
   CliRun r = tern("bench " + kDemo + " --prompt-tokens 8 --gen-tokens 8 --repeats 1 --warmup 0 --batch 2 --json "

@@ -11,6 +11,7 @@
 #include "tern/base/timer.h"
 #include "tern/engine/compiled_decode.h"
 #include "tern/engine/prefill.h"
+#include "tern/layers/router_tape.h"
 #include "tern/ops/graph.h"
 #include "tern/ops/device.h"
 #include "tern/ops/reduce.h"
@@ -96,8 +97,10 @@ int run_bench(int argc, char** argv) {
   const char* in_order = std::getenv("TERN_BENCH_IN_ORDER");
   const bool ahead = !(in_order && std::string(in_order) == "1");
   bool compiled_used = false;
+  CacheList caches;  // the last repeat's, for the recorded step below
+  std::vector<int32_t> next;
   for (int64_t r = 0; r < warm + reps; ++r) {
-    CacheList caches = model.make_caches(kv);
+    caches = model.make_caches(kv);
     Tensor ids = random_ids(B, P, vocab, 1234 + r);
     Timer t;
     Tensor logits = prefill(model, ids, caches, chunk);  // [B, 1, V] on the CPU: prefill ends with a sync
@@ -120,7 +123,7 @@ int run_bench(int argc, char** argv) {
       for (int64_t b = 0; b < B; ++b) out[b] = samplers[b].sample(rows.select(0, b)).token;
       return out;
     };
-    std::vector<int32_t> next = pick(logits);
+    next = pick(logits);
     double setup = 0.0;
     int64_t setup_steps = 0;
     if (graphs == "on" && CompiledDecoder::supported(model, caches)) {
@@ -166,6 +169,15 @@ int run_bench(int argc, char** argv) {
       setup_ms.push_back(setup * 1e3);
     }
   }
+  // One more decode step, eager, with its routings recorded: for a model with routed experts, which of
+  // them the batch's tokens chose in each layer -- the expert weights a decode step reads.
+  RouterTape tape;
+  {
+    Tensor step_ids = Tensor::empty({B, 1}, Dtype::i32);
+    std::copy(next.begin(), next.end(), step_ids.data<int32_t>());
+    tape.record([&] { model.forward(step_ids, caches, false); });
+  }
+  const RouterTape::Use use = tape.use();
   const std::string device = opt.device.is_cpu() ? fmt::format("cpu ({} threads)", num_threads()) : cuda_device_name();
   nlohmann::json out = {{"model", m.dir},
                         {"device", device},
@@ -193,6 +205,15 @@ int run_bench(int argc, char** argv) {
                         {"decode_max", *std::max_element(decode.begin(), decode.end())},
                         {"decode_setup_ms", median(setup_ms)},
                         {"decode_steady_tokens_per_second", steady.empty() ? nlohmann::json() : nlohmann::json(median(steady))}};
+  if (use.routings > 0) {
+    out["moe_decode_step"] = {{"layers", use.routings},
+                              {"experts_chosen", use.experts},
+                              {"experts", use.of_experts},
+                              {"fewest_in_a_layer", use.fewest},
+                              {"most_in_a_layer", use.most},
+                              {"expert_bytes_read", use.bytes},
+                              {"expert_bytes", use.of_bytes}};
+  }
   if (a.has("json")) {
     std::puts(out.dump().c_str());
     return 0;
@@ -215,6 +236,14 @@ int run_bench(int argc, char** argv) {
   if (compiled_used && !steady.empty()) {
     std::printf("         without the first (eager) step and the graph captures (%.1f ms a run, median): %.1f tok/s\n",
                 median(setup_ms), median(steady));
+  }
+  if (use.routings > 0) {
+    const double layers = static_cast<double>(use.routings);
+    std::printf("experts  a decode step's %lld tokens chose %.1f of %.0f experts a layer (%lld-%lld over %lld layers): "
+                "%s of the experts' %s read a step\n",
+                (long long)B, use.experts / layers, use.of_experts / layers, (long long)use.fewest, (long long)use.most,
+                (long long)use.routings, human_bytes(static_cast<double>(use.bytes)).c_str(),
+                human_bytes(static_cast<double>(use.of_bytes)).c_str());
   }
   return 0;
 }

@@ -17,13 +17,6 @@
 namespace tern::cli {
 namespace {
 
-std::string human_bytes(double b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  int u = 0;
-  while (b >= 1024 && u < 4) { b /= 1024; ++u; }
-  return fmt::format("{:.2f} {}", b, units[u]);
-}
-
 // "80GB", "80GiB", "512MiB", "1e9": bytes (decimal units for GB/MB, binary for GiB/MiB). A decimal number
 // (no hex, inf or nan, which std::stod would take) of at most 1 PiB.
 double parse_memory(const std::string& s) {

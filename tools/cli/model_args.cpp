@@ -78,6 +78,13 @@ const text::Tokenizer& require_tokenizer(const LoadedModel& m, const char* what)
 
 std::string json_escape(const std::string& s) { return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
+std::string human_bytes(double b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (b >= 1024 && u < 4) { b /= 1024; ++u; }
+  return fmt::format("{:.2f} {}", b, units[u]);
+}
+
 void warn_past_trained_context(const LoadedModel& m, const char* command, const std::string& reads, int64_t positions) {
   const int64_t trained = m.model->config().max_position_embeddings;
   if (trained > 0 && positions > trained) {

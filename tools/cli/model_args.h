@@ -51,4 +51,7 @@ void warn_unquantized_kv(const LoadedModel& m, const char* command, const KVCach
 // JSON string escaping for one-line outputs.
 std::string json_escape(const std::string& s);
 
+// Bytes in binary units for text outputs: "1.50 GiB".
+std::string human_bytes(double b);
+
 }  // namespace tern::cli
