@@ -239,10 +239,11 @@ int run_bench(int argc, char** argv) {
   }
   if (use.routings > 0) {
     const double layers = static_cast<double>(use.routings);
-    std::printf("experts  a decode step's %lld tokens chose %.1f of %.0f experts a layer (%lld-%lld over %lld layers): "
-                "%s of the experts' %s read a step\n",
-                (long long)B, use.experts / layers, use.of_experts / layers, (long long)use.fewest, (long long)use.most,
-                (long long)use.routings, human_bytes(static_cast<double>(use.bytes)).c_str(),
+    const std::string tokens = B == 1 ? "one token" : fmt::format("{} tokens", B);
+    std::printf("experts  a decode step's %s chose %.1f of %.0f experts a layer (%lld-%lld over %lld layers): %s of "
+                "the experts' %s read a step\n",
+                tokens.c_str(), use.experts / layers, use.of_experts / layers, (long long)use.fewest,
+                (long long)use.most, (long long)use.routings, human_bytes(static_cast<double>(use.bytes)).c_str(),
                 human_bytes(static_cast<double>(use.of_bytes)).c_str());
   }
   return 0;
