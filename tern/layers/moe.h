@@ -37,6 +37,8 @@ struct SparseMoeShape {
   int64_t n_expert_used = 0;  // top-k
   int64_t expert_inter = 0;   // moe_intermediate_size
   bool norm_topk_prob = true;
+  // One expert's parameters: its gate, up and down matrices.
+  int64_t expert_params() const { return 3 * hidden * expert_inter; }
 };
 
 class SparseMoe {

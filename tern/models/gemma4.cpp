@@ -210,6 +210,8 @@ class Gemma4Model : public Model {
       l.mlp = GatedMlp::load(lw.sub("mlp."), c.hidden_size, ls.inter, act, false);
       if (spec_.moe) {
         l.moe = GemmaMoe::load(lw, *spec_.moe);
+        const GemmaMoeShape& m = *spec_.moe;
+        count_moe_layer(m.n_expert, m.n_expert_used, 3 * m.hidden * m.expert_inter);  // gate, up and down
         l.post_ffn_norm_1 = RMSNorm::load(lw, "post_feedforward_layernorm_1", c.hidden_size, eps);
         l.pre_ffn_norm_2 = RMSNorm::load(lw, "pre_feedforward_layernorm_2", c.hidden_size, eps);
         l.post_ffn_norm_2 = RMSNorm::load(lw, "post_feedforward_layernorm_2", c.hidden_size, eps);

@@ -181,6 +181,33 @@ TEST(CliBench, ReportsTheExpertsADecodeStepReads) {
   EXPECT_FALSE(nlohmann::json::parse(dense.out).contains("moe_decode_step"));
 }
 
+// info counts the parameters one token uses: all but the routed experts it does not take (the checkpoint's
+// expert tensors, (experts - top-k) / experts of them). A dense model uses all of them.
+TEST(CliInfo, CountsTheParametersATokenUses) {
+  struct Case {
+    const char* model;
+    int64_t experts, top_k;
+  };
+  for (const Case& c : {Case{"qwen3_moe", 8, 2}, Case{"qwen3_5_moe", 8, 2}, Case{"gemma4_moe", 4, 2}}) {
+    const std::string dir = std::string(TERN_TEST_DATA) + "/models/" + c.model;
+    auto f = tern::io::SafetensorsFile::open(dir + "/model.safetensors");
+    int64_t expert_params = 0;
+    for (const auto& e : f->tensors())
+      if (e.name.find(".experts.") != std::string::npos) expert_params += tern::numel(e.shape);
+    CliRun r = tern("info " + dir + " --json");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["active_parameters"].get<int64_t>(),
+              j["parameters"].get<int64_t>() - expert_params / c.experts * (c.experts - c.top_k))
+        << c.model;
+    EXPECT_GT(expert_params, 0) << c.model;
+  }
+  CliRun dense = tern("info " + kQwen3 + " --json");
+  ASSERT_EQ(dense.code, 0) << dense.err;
+  const auto j = nlohmann::json::parse(dense.out);
+  EXPECT_EQ(j["active_parameters"], j["parameters"]);
+}
+
 // --temperature decodes by sampling each row on the host, as generate does, and says so.
 TEST(CliBench, SampledDecodeReportsItsSettings) {
   CliRun r = tern("bench " + kDemo + " --prompt-tokens 8 --gen-tokens 8 --repeats 1 --warmup 0 --batch 2 --json "

@@ -68,10 +68,12 @@ int run_info(int argc, char** argv) {
   const auto known = supported_model_types();
   const bool supported = std::find(known.begin(), known.end(), type) != known.end() ||
                          std::find(known.begin(), known.end(), c.model_type) != known.end();
+  const std::unique_ptr<Model> model = supported ? load_model(dir, LoadOptions{}) : nullptr;
   const std::vector<LayerCacheSpec> layout =
-      supported ? load_model(dir, LoadOptions{})->cache_layout()
-                : std::vector<LayerCacheSpec>(static_cast<size_t>(c.n_layer),
-                                              {.n_head_kv = c.n_head_kv, .head_dim = c.head_dim, .value_dim = c.head_dim});
+      model ? model->cache_layout()
+            : std::vector<LayerCacheSpec>(static_cast<size_t>(c.n_layer),
+                                          {.n_head_kv = c.n_head_kv, .head_dim = c.head_dim, .value_dim = c.head_dim});
+  const Model::RoutedExperts experts = model ? model->routed_experts() : Model::RoutedExperts{};
   const int64_t kv_per_token = cache_bytes_per_token(layout, kv, kv_elem);
   const CacheBytes at_ctx = cache_bytes(layout, kv, ctx, kv_elem);
   std::map<std::string, int64_t> layer_kinds;
@@ -86,6 +88,7 @@ int run_info(int argc, char** argv) {
   nlohmann::json out = {{"architecture", c.architecture},
                         {"model_type", c.text_model_type.empty() ? c.model_type : c.text_model_type},
                         {"parameters", params},
+                        {"active_parameters", params - experts.idle_params()},
                         {"checkpoint_bytes", store.total_bytes()},
                         {"layers", c.n_layer},
                         {"hidden_size", c.hidden_size},
@@ -142,6 +145,11 @@ int run_info(int argc, char** argv) {
   for (const auto& [k, v] : by_dtype) dts += fmt::format("{}{} {}", dts.empty() ? "" : ", ", k, v);
   std::printf("parameters   %lld (%s; checkpoint %s)\n", (long long)params, dts.c_str(),
               human_bytes(static_cast<double>(store.total_bytes())).c_str());
+  if (experts.layers > 0) {
+    std::printf("experts      a token takes %lld of %lld routed experts in each of %lld MoE layers: %lld active parameters\n",
+                (long long)experts.per_token, (long long)experts.per_layer, (long long)experts.layers,
+                (long long)(params - experts.idle_params()));
+  }
   std::printf("device       %s, compute dtype %s\n", out["device"].get<std::string>().c_str(), dtype_name(opt.dtype));
   std::printf("memory       weights %s + caches %s at %lld tokens = %s\n",
               human_bytes(static_cast<double>(weight_bytes)).c_str(), human_bytes(static_cast<double>(at_ctx.total())).c_str(),
