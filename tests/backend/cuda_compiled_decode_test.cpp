@@ -154,6 +154,30 @@ TEST_F(CompiledDecode, HybridDeltaNetDecodeIsCapturedToo) {
   check_replay_against_eager(*moe, 12, 0.0);
 }
 
+// Once a CompiledDecoder is gone its caches go on under the ordinary forward (as `tern bench` runs its
+// recorded expert step): the next step's logits match those of caches that never had a decoder.
+TEST_F(CompiledDecode, TheOrdinaryForwardContinuesAfterTheDecoder) {
+  const Model& m = *model_;
+  const int64_t B = 2, V = m.vocab_size(), steps = 8;
+  Tensor prompt = random_ids(B, 40, V, 9);
+  CacheList graph_caches = m.make_caches(), plain_caches = m.make_caches();
+  std::vector<int32_t> ids = host_argmax(m.forward(prompt, graph_caches, false), B, V);
+  m.forward(prompt, plain_caches, false);
+  {
+    CompiledDecoder dec(m, graph_caches, 40 + steps + 1);
+    dec.set_ids(ids);
+    for (int64_t s = 0; s < steps; ++s) {
+      m.forward(Tensor::from_vector(ids, {B, 1}), plain_caches, false);
+      dec.step();
+      ids = dec.greedy_ids();
+    }
+  }
+  Tensor after = m.forward(Tensor::from_vector(ids, {B, 1}), graph_caches, false);
+  Tensor plain = m.forward(Tensor::from_vector(ids, {B, 1}), plain_caches, false);
+  EXPECT_LT(nmse(plain, after), 1e-4);
+  EXPECT_EQ(graph_caches[0]->offset(), 40 + steps + 1);
+}
+
 TEST_F(CompiledDecode, NoCudaMallocOnceEveryBucketIsCaptured) {
   const Model& m = *model_;
   CacheList caches = m.make_caches();
