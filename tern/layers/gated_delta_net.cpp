@@ -36,13 +36,16 @@ GatedDeltaNet GatedDeltaNet::load(const WeightLoader& w, const GatedDeltaNetShap
   return m;
 }
 
+RecurrentShape GatedDeltaNet::cache_shape(const GatedDeltaNetShape& s) {
+  return RecurrentShape{.conv_dim = 2 * s.n_k_head * s.d_k + s.n_v_head * s.d_v,
+                        .conv_kernel = s.conv_kernel,
+                        .n_v_head = s.n_v_head,
+                        .d_k = s.d_k,
+                        .d_v = s.d_v};
+}
+
 std::unique_ptr<RecurrentCache> GatedDeltaNet::make_cache() const {
-  const auto& s = shape_;
-  return std::make_unique<RecurrentCache>(RecurrentShape{.conv_dim = 2 * s.n_k_head * s.d_k + s.n_v_head * s.d_v,
-                                                         .conv_kernel = s.conv_kernel,
-                                                         .n_v_head = s.n_v_head,
-                                                         .d_k = s.d_k,
-                                                         .d_v = s.d_v});
+  return std::make_unique<RecurrentCache>(cache_shape(shape_));
 }
 
 Tensor GatedDeltaNet::forward(const Tensor& x, RecurrentCache& cache) const {

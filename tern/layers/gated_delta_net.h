@@ -29,6 +29,8 @@ class GatedDeltaNet {
   Tensor forward(const Tensor& x, RecurrentCache& cache) const;
   // A fresh cache of this layer's shape.
   std::unique_ptr<RecurrentCache> make_cache() const;
+  // The state that cache holds for a layer of this shape.
+  static RecurrentShape cache_shape(const GatedDeltaNetShape& s);
 
   const GatedDeltaNetShape& shape() const { return shape_; }
 

@@ -14,6 +14,7 @@ struct LayerCacheSpec {
   int64_t window = 0;                                  // sliding: positions kept
   int64_t n_head_kv = 0, head_dim = 0, value_dim = 0;  // full and sliding: per position
   int64_t fixed_bytes = 0;                             // recurrent: state bytes per sequence
+  bool operator==(const LayerCacheSpec&) const = default;
 };
 
 // Bytes one sequence's caches take at `context` tokens under `kv` (make_kv_cache's choices: full and

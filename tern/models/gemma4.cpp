@@ -127,6 +127,19 @@ Gemma4Spec parse_spec(const io::ModelConfig& c) {
   return s;
 }
 
+// Sliding layers: their ring; full layers: full (at their own head_dim and KV heads); KV-sharing layers
+// hold nothing.
+std::vector<LayerCacheSpec> gemma4_cache_layout(const Gemma4Spec& spec) {
+  std::vector<LayerCacheSpec> out;
+  for (const LayerSpec& l : spec.layers) {
+    LayerCacheSpec s{.n_head_kv = l.n_head_kv, .head_dim = l.head_dim, .value_dim = l.head_dim};
+    if (l.donor >= 0) s = {.kind = LayerCacheSpec::shared};
+    else if (l.type == kSliding) s.kind = LayerCacheSpec::sliding, s.window = spec.window;
+    out.push_back(s);
+  }
+  return out;
+}
+
 // The rope of a layer type at a layer's head size (full layers are wider than sliding ones).
 ops::RopeTable layer_rope(const io::ModelConfig& c, const std::string& type, int64_t head_dim) {
   ops::RopeConfig r = c.rope_for(type);
@@ -253,18 +266,7 @@ class Gemma4Model : public Model {
     return caches;
   }
 
-  // Sliding layers: their ring; full layers: full (at their own head_dim and KV heads); KV-sharing layers
-  // hold nothing.
-  std::vector<LayerCacheSpec> cache_layout() const override {
-    std::vector<LayerCacheSpec> out;
-    for (const auto& l : layers_) {
-      LayerCacheSpec s{.n_head_kv = l.spec.n_head_kv, .head_dim = l.spec.head_dim, .value_dim = l.spec.head_dim};
-      if (l.spec.donor >= 0) s = {.kind = LayerCacheSpec::shared};
-      else if (l.spec.type == kSliding) s.kind = LayerCacheSpec::sliding, s.window = spec_.window;
-      out.push_back(s);
-    }
-    return out;
-  }
+  std::vector<LayerCacheSpec> cache_layout() const override { return gemma4_cache_layout(spec_); }
 
   Tensor forward(const Tensor& ids, CacheList& caches, bool all_logits) const override {
     return forward_device(ids, caches, all_logits).to(Device::cpu());
@@ -352,6 +354,13 @@ class Gemma4Model : public Model {
 };
 
 }  // namespace
+
+ModelShape shape_gemma4(const io::ModelConfig& config) {
+  const Gemma4Spec s = parse_spec(config);
+  ModelShape out{gemma4_cache_layout(s), {}};
+  if (s.moe) out.experts = {config.n_layer, s.moe->n_expert, s.moe->n_expert_used, 3 * s.moe->hidden * s.moe->expert_inter};
+  return out;
+}
 
 std::unique_ptr<Model> load_gemma4(const std::string& dir, const io::ModelConfig& config, const LoadOptions& options) {
   return std::make_unique<Gemma4Model>(dir, config, options);

@@ -15,6 +15,25 @@ namespace tern {
 
 using CacheList = std::vector<std::unique_ptr<Cache>>;
 
+// The routed experts of a mixture-of-experts model (zeros for a dense one): the MoE layers, each layer's
+// experts and those a token takes, and one expert's parameters.
+struct RoutedExperts {
+  int64_t layers = 0, per_layer = 0, per_token = 0, params_each = 0;
+  // The parameters of the experts a token does not take, over all MoE layers.
+  int64_t idle_params() const { return layers * (per_layer - per_token) * params_each; }
+  bool operator==(const RoutedExperts&) const = default;
+};
+
+// What a model's config says of it without its weights (registry.h's describe_model): what each layer's
+// cache holds (as Model::cache_layout) and the routed experts (as Model::routed_experts).
+struct ModelShape {
+  std::vector<LayerCacheSpec> layout;
+  RoutedExperts experts;
+};
+
+// Every layer a full-attention layer of the config's KV heads and head_dim (dense and MoE decoders).
+std::vector<LayerCacheSpec> default_cache_layout(const io::ModelConfig& config);
+
 struct LoadOptions {
   Device device = Device::cpu();
   // Compute/weight dtype; f32 on CPU (bf16 checkpoints widen exactly), bf16 on CUDA.
@@ -42,13 +61,7 @@ class Model {
 
   // What each layer's cache holds (in layer order), for memory accounting. The default: every layer a
   // full-attention layer of the config's KV heads and head_dim.
-  virtual std::vector<LayerCacheSpec> cache_layout() const {
-    return std::vector<LayerCacheSpec>(static_cast<size_t>(config_.n_layer),
-                                       {.kind = LayerCacheSpec::full,
-                                        .n_head_kv = config_.n_head_kv,
-                                        .head_dim = config_.head_dim,
-                                        .value_dim = config_.head_dim});
-  }
+  virtual std::vector<LayerCacheSpec> cache_layout() const { return default_cache_layout(config_); }
 
   const io::ModelConfig& config() const { return config_; }
   const LoadOptions& options() const { return options_; }
@@ -56,13 +69,7 @@ class Model {
   // Parameters as loaded (tied embeddings counted once).
   int64_t n_params() const { return n_params_; }
 
-  // The routed experts of a mixture-of-experts model (zeros for a dense one): the MoE layers, each
-  // layer's experts and those a token takes, and one expert's parameters.
-  struct RoutedExperts {
-    int64_t layers = 0, per_layer = 0, per_token = 0, params_each = 0;
-    // The parameters of the experts a token does not take, over all MoE layers.
-    int64_t idle_params() const { return layers * (per_layer - per_token) * params_each; }
-  };
+  // The routed experts of a mixture-of-experts model, as loaded (zeros for a dense one).
   const RoutedExperts& routed_experts() const { return experts_; }
 
  protected:

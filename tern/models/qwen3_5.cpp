@@ -5,6 +5,8 @@
 
 namespace tern {
 
+ModelShape shape_qwen3_5(const io::ModelConfig& config) { return {qwen35_cache_layout(config), {}}; }
+
 std::unique_ptr<Model> load_qwen3_5(const std::string& dir, const io::ModelConfig& config, const LoadOptions& options) {
   TERN_CHECK(config.intermediate_size > 0, "[config] {}: expected intermediate_size > 0 for qwen3_5, got {}", config.path,
              config.intermediate_size);

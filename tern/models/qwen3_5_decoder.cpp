@@ -1,6 +1,7 @@
 // Qwen35Decoder: loading (text model of a multimodal or text-only checkpoint) and the hybrid forward.
 #include "tern/models/qwen3_5_decoder.h"
 
+#include <algorithm>
 #include <map>
 
 #include "tern/base/log.h"
@@ -35,17 +36,55 @@ int64_t qwen35_int_key(const io::ModelConfig& c, const char* name, std::optional
   return it->get<int64_t>();
 }
 
-Qwen35Decoder::Qwen35Decoder(const std::string& dir, const io::ModelConfig& config, const LoadOptions& options,
-                             const Qwen35Spec& spec) {
-  config_ = config;
-  options_ = options;
-  const auto& c = config_;
+namespace {
+
+void check_layer_types(const io::ModelConfig& c) {
   for (size_t i = 0; i < c.layer_types.size(); ++i) {
     const std::string& t = c.layer_types[i];
     TERN_CHECK(t == kLinear || t == kFull,
                "[config] {}: unsupported layer type '{}' at layer_types[{}] (supported: linear_attention, full_attention)",
                c.path, t, i);
   }
+}
+
+}  // namespace
+
+GatedDeltaNetShape qwen35_linear_shape(const io::ModelConfig& c) {
+  if (std::find(c.layer_types.begin(), c.layer_types.end(), kLinear) == c.layer_types.end()) return {};
+  return GatedDeltaNetShape{.hidden = c.hidden_size,
+                            .n_k_head = qwen35_int_key(c, "linear_num_key_heads"),
+                            .n_v_head = qwen35_int_key(c, "linear_num_value_heads"),
+                            .d_k = qwen35_int_key(c, "linear_key_head_dim"),
+                            .d_v = qwen35_int_key(c, "linear_value_head_dim"),
+                            .conv_kernel = qwen35_int_key(c, "linear_conv_kernel_dim", 4),
+                            .norm_eps = static_cast<float>(c.rms_norm_eps)};
+}
+
+std::vector<LayerCacheSpec> qwen35_cache_layout(const io::ModelConfig& c) {
+  check_layer_types(c);
+  const RecurrentShape s = GatedDeltaNet::cache_shape(qwen35_linear_shape(c));
+  std::vector<LayerCacheSpec> out;
+  for (const std::string& t : c.layer_types) {
+    if (t == kLinear) {
+      const int64_t f32 = 4;
+      out.push_back({.kind = LayerCacheSpec::recurrent,
+                     .fixed_bytes = f32 * ((s.conv_kernel - 1) * s.conv_dim + s.n_v_head * s.d_k * s.d_v)});
+    } else {
+      out.push_back({.kind = LayerCacheSpec::full,
+                     .n_head_kv = c.n_head_kv,
+                     .head_dim = c.head_dim,
+                     .value_dim = c.head_dim});
+    }
+  }
+  return out;
+}
+
+Qwen35Decoder::Qwen35Decoder(const std::string& dir, const io::ModelConfig& config, const LoadOptions& options,
+                             const Qwen35Spec& spec) {
+  config_ = config;
+  options_ = options;
+  const auto& c = config_;
+  check_layer_types(c);
   TERN_CHECK(c.hidden_act == "silu", "[config] {}: expected hidden_act silu for {}, got '{}'", c.path, c.model_type,
              c.hidden_act);
   io::WeightStore store = io::WeightStore::open(dir);
@@ -55,18 +94,7 @@ Qwen35Decoder::Qwen35Decoder(const std::string& dir, const io::ModelConfig& conf
 
   embed_ = Embedding::load(w, "embed_tokens", c.vocab_size, c.hidden_size);
   GatedAttentionShape attn{c.hidden_size, c.n_head, c.n_head_kv, c.head_dim, c.attention_bias, eps};
-  GatedDeltaNetShape lin;
-  bool has_linear = false;
-  for (const auto& t : c.layer_types) has_linear = has_linear || t == kLinear;
-  if (has_linear) {
-    lin = GatedDeltaNetShape{.hidden = c.hidden_size,
-                             .n_k_head = qwen35_int_key(c, "linear_num_key_heads"),
-                             .n_v_head = qwen35_int_key(c, "linear_num_value_heads"),
-                             .d_k = qwen35_int_key(c, "linear_key_head_dim"),
-                             .d_v = qwen35_int_key(c, "linear_value_head_dim"),
-                             .conv_kernel = qwen35_int_key(c, "linear_conv_kernel_dim", 4),
-                             .norm_eps = eps};
-  }
+  const GatedDeltaNetShape lin = qwen35_linear_shape(c);
   ops::RopeTable rope = ops::rope_table(c.rope_for(kFull));
   blocks_.reserve(c.n_layer);
   for (int64_t i = 0; i < c.n_layer; ++i) {
@@ -125,23 +153,7 @@ CacheList Qwen35Decoder::make_caches(const KVCacheOptions& kv) const {
   return caches;
 }
 
-std::vector<LayerCacheSpec> Qwen35Decoder::cache_layout() const {
-  std::vector<LayerCacheSpec> out;
-  for (const Block& b : blocks_) {
-    if (const auto* lin = std::get_if<GatedDeltaNet>(&b.mixer)) {
-      const RecurrentShape s = lin->make_cache()->shape();
-      const int64_t f32 = 4;
-      out.push_back({.kind = LayerCacheSpec::recurrent,
-                     .fixed_bytes = f32 * ((s.conv_kernel - 1) * s.conv_dim + s.n_v_head * s.d_k * s.d_v)});
-    } else {
-      out.push_back({.kind = LayerCacheSpec::full,
-                     .n_head_kv = config_.n_head_kv,
-                     .head_dim = config_.head_dim,
-                     .value_dim = config_.head_dim});
-    }
-  }
-  return out;
-}
+std::vector<LayerCacheSpec> Qwen35Decoder::cache_layout() const { return qwen35_cache_layout(config_); }
 
 Tensor Qwen35Decoder::forward(const Tensor& ids, CacheList& caches, bool all_logits) const {
   return forward_device(ids, caches, all_logits).to(Device::cpu());

@@ -55,5 +55,9 @@ class Qwen35Decoder : public Model {
 
 // The integer config key `name` of the text config; fallback when absent (none: throws "[config] ...").
 int64_t qwen35_int_key(const io::ModelConfig& c, const char* name, std::optional<int64_t> fallback = std::nullopt);
+// The gated DeltaNet layers' shape from the linear_* keys (zeros when no layer is linear_attention).
+GatedDeltaNetShape qwen35_linear_shape(const io::ModelConfig& c);
+// What each layer's cache holds, from layer_types (Qwen35Decoder::cache_layout).
+std::vector<LayerCacheSpec> qwen35_cache_layout(const io::ModelConfig& c);
 
 }  // namespace tern

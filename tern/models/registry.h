@@ -12,6 +12,11 @@ namespace tern {
 // unknown model type, and the io/ errors for malformed configs or weights.
 std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& options = {});
 
+// What dir's config says of the model without reading its weights: each layer's cache and the routed
+// experts, as the loaded model's cache_layout() and routed_experts() would say. Throws as load_model does
+// for a missing directory, an unknown architecture or a malformed config.
+ModelShape describe_model(const std::string& dir);
+
 // model_type values load_model accepts.
 std::vector<std::string> supported_model_types();
 

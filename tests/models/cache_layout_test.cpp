@@ -1,9 +1,10 @@
 // Model::cache_layout agrees with the caches the model makes and what they hold: Gemma 4's shared
 // layers own none, its sliding layers ring at the window (the affine ring under affine kinds) and its
 // full layers take TurboQuant's deferred read; Qwen3.5's recurrent layers hold exactly the fixed bytes
-// the layout says after a forward.
+// the layout says after a forward. describe_model says the same as the loaded model without its weights.
 #include <gtest/gtest.h>
 
+#include "tern/base/error.h"
 #include "tern/models/registry.h"
 #include "tern/state/recurrent_cache.h"
 #include "tern/state/ring_kv_cache.h"
@@ -82,6 +83,21 @@ TEST(CacheLayout, Qwen35RecurrentBytesAreWhatTheCacheHolds) {
     EXPECT_EQ(rc->bytes(), layout[i].fixed_bytes) << i;
   }
   EXPECT_GT(recurrent, 0);
+}
+
+// describe_model reads the config only; every fixture architecture's loaded model agrees with it, layer by
+// layer and in its routed experts (which the loaders count from the layers they build).
+TEST(CacheLayout, DescribeModelSaysWhatTheLoadedModelSays) {
+  for (const char* name : {"qwen3", "qwen3_tied", "llama", "qwen3_moe", "qwen3_5", "qwen3_5_moe", "gemma4", "gemma4_moe"}) {
+    SCOPED_TRACE(name);
+    const ModelShape shape = describe_model(kData + name);
+    auto model = load_model(kData + name);
+    EXPECT_EQ(shape.layout, model->cache_layout());
+    EXPECT_EQ(shape.experts, model->routed_experts());
+    const bool moe = std::string(name).find("moe") != std::string::npos;
+    EXPECT_EQ(shape.experts.layers > 0, moe);
+  }
+  EXPECT_THROW(describe_model(kData + "no_such_model"), Error);
 }
 
 }  // namespace

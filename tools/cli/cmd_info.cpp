@@ -63,17 +63,15 @@ int run_info(int argc, char** argv) {
   const int64_t ctx =
       a.has("context") ? a.get_int("context", 1, int64_t{1} << 40) : std::max<int64_t>(c.max_position_embeddings, 1);
   const int64_t kv_elem = opt.device.is_cpu() ? 4 : 2;
-  // What each layer's cache holds, as the model says (loaded on the CPU for this; weights are mapped).
+  // What each layer's cache holds and the routed experts, as the model's config says.
   const std::string type = c.text_model_type.empty() ? c.model_type : c.text_model_type;
   const auto known = supported_model_types();
   const bool supported = std::find(known.begin(), known.end(), type) != known.end() ||
                          std::find(known.begin(), known.end(), c.model_type) != known.end();
-  const std::unique_ptr<Model> model = supported ? load_model(dir, LoadOptions{}) : nullptr;
-  const std::vector<LayerCacheSpec> layout =
-      model ? model->cache_layout()
-            : std::vector<LayerCacheSpec>(static_cast<size_t>(c.n_layer),
-                                          {.n_head_kv = c.n_head_kv, .head_dim = c.head_dim, .value_dim = c.head_dim});
-  const Model::RoutedExperts experts = model ? model->routed_experts() : Model::RoutedExperts{};
+  // From the config alone: no weights are read (a checkpoint's experts can be tens of GB).
+  const ModelShape shape = supported ? describe_model(dir) : ModelShape{default_cache_layout(c), {}};
+  const std::vector<LayerCacheSpec>& layout = shape.layout;
+  const RoutedExperts& experts = shape.experts;
   const int64_t kv_per_token = cache_bytes_per_token(layout, kv, kv_elem);
   const CacheBytes at_ctx = cache_bytes(layout, kv, ctx, kv_elem);
   std::map<std::string, int64_t> layer_kinds;
