@@ -13,7 +13,6 @@ class SharedExpertMoe {
   static SharedExpertMoe load(const WeightLoader& w, const SparseMoeShape& routed, int64_t shared_inter);
   // x [..., hidden] -> [..., hidden]: routed(x) + sigmoid(gate(x)) * shared(x).
   Tensor forward(const Tensor& x) const;
-  const SparseMoeShape& routed_shape() const { return routed_.shape(); }
 
  private:
   SparseMoe routed_;

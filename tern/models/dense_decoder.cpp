@@ -46,12 +46,8 @@ DenseDecoder::DenseDecoder(const std::string& dir, const io::ModelConfig& config
   blocks_.reserve(c.n_layer);
   for (int64_t i = 0; i < c.n_layer; ++i) {
     WeightLoader lw = w.sub("layers." + std::to_string(i) + ".");
-    if (spec.make_ffn) {
-      FeedForward ffn = spec.make_ffn(lw.sub("mlp."), i);
-      if (const auto* moe = std::get_if<SparseMoe>(&ffn))
-        count_moe_layer(moe->shape().n_expert, moe->shape().n_expert_used, moe->shape().expert_params());
-      blocks_.push_back(DecoderBlock::load(lw, attn, rope, std::move(ffn)));
-    } else blocks_.push_back(DecoderBlock::load(lw, attn, rope, c.intermediate_size, act, c.mlp_bias));
+    if (spec.make_ffn) blocks_.push_back(DecoderBlock::load(lw, attn, rope, spec.make_ffn(lw.sub("mlp."), i)));
+    else blocks_.push_back(DecoderBlock::load(lw, attn, rope, c.intermediate_size, act, c.mlp_bias));
   }
   final_norm_ = RMSNorm::load(w, "norm", c.hidden_size, static_cast<float>(c.rms_norm_eps));
 

@@ -223,8 +223,6 @@ class Gemma4Model : public Model {
       l.mlp = GatedMlp::load(lw.sub("mlp."), c.hidden_size, ls.inter, act, false);
       if (spec_.moe) {
         l.moe = GemmaMoe::load(lw, *spec_.moe);
-        const GemmaMoeShape& m = *spec_.moe;
-        count_moe_layer(m.n_expert, m.n_expert_used, 3 * m.hidden * m.expert_inter);  // gate, up and down
         l.post_ffn_norm_1 = RMSNorm::load(lw, "post_feedforward_layernorm_1", c.hidden_size, eps);
         l.pre_ffn_norm_2 = RMSNorm::load(lw, "pre_feedforward_layernorm_2", c.hidden_size, eps);
         l.post_ffn_norm_2 = RMSNorm::load(lw, "post_feedforward_layernorm_2", c.hidden_size, eps);
@@ -358,7 +356,9 @@ class Gemma4Model : public Model {
 ModelShape shape_gemma4(const io::ModelConfig& config) {
   const Gemma4Spec s = parse_spec(config);
   ModelShape out{gemma4_cache_layout(s), {}};
-  if (s.moe) out.experts = {config.n_layer, s.moe->n_expert, s.moe->n_expert_used, 3 * s.moe->hidden * s.moe->expert_inter};
+  if (s.moe) {  // every layer; an expert is its gate, up and down matrices
+    out.experts = {config.n_layer, s.moe->n_expert, s.moe->n_expert_used, 3 * s.moe->hidden * s.moe->expert_inter};
+  }
   return out;
 }
 

@@ -4,7 +4,6 @@
 #include <string>
 #include <vector>
 
-#include "tern/base/error.h"
 #include "tern/core/tensor.h"
 #include "tern/io/model_config.h"
 #include "tern/models/cache_layout.h"
@@ -21,11 +20,10 @@ struct RoutedExperts {
   int64_t layers = 0, per_layer = 0, per_token = 0, params_each = 0;
   // The parameters of the experts a token does not take, over all MoE layers.
   int64_t idle_params() const { return layers * (per_layer - per_token) * params_each; }
-  bool operator==(const RoutedExperts&) const = default;
 };
 
 // What a model's config says of it without its weights (registry.h's describe_model): what each layer's
-// cache holds (as Model::cache_layout) and the routed experts (as Model::routed_experts).
+// cache holds (as Model::cache_layout) and the routed experts.
 struct ModelShape {
   std::vector<LayerCacheSpec> layout;
   RoutedExperts experts;
@@ -69,22 +67,10 @@ class Model {
   // Parameters as loaded (tied embeddings counted once).
   int64_t n_params() const { return n_params_; }
 
-  // The routed experts of a mixture-of-experts model, as loaded (zeros for a dense one).
-  const RoutedExperts& routed_experts() const { return experts_; }
-
  protected:
-  // Loaders call this once per MoE layer; every MoE layer of a model has the same experts.
-  void count_moe_layer(int64_t per_layer, int64_t per_token, int64_t params_each) {
-    TERN_ASSERT(experts_.layers == 0 || (experts_.per_layer == per_layer && experts_.per_token == per_token &&
-                                         experts_.params_each == params_each),
-                "MoE layers of one model with different experts");
-    experts_ = {experts_.layers + 1, per_layer, per_token, params_each};
-  }
-
   io::ModelConfig config_;
   LoadOptions options_;
   int64_t n_params_ = 0;
-  RoutedExperts experts_;
 };
 
 }  // namespace tern

@@ -105,10 +105,6 @@ Qwen35Decoder::Qwen35Decoder(const std::string& dir, const io::ModelConfig& conf
             linear ? std::variant<GatedDeltaNet, GatedAttention>(GatedDeltaNet::load(lw.sub("linear_attn."), lin))
                    : std::variant<GatedDeltaNet, GatedAttention>(GatedAttention::load(lw.sub("self_attn."), attn, rope)),
             spec.make_ffn(lw.sub("mlp."), i)};
-    if (const auto* moe = std::get_if<SharedExpertMoe>(&b.ffn)) {
-      const SparseMoeShape& m = moe->routed_shape();
-      count_moe_layer(m.n_expert, m.n_expert_used, m.expert_params());
-    }
     blocks_.push_back(std::move(b));
     n_full_ += linear ? 0 : 1;
   }

@@ -12,8 +12,8 @@ namespace tern {
 // unknown model type, and the io/ errors for malformed configs or weights.
 std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& options = {});
 
-// What dir's config says of the model without reading its weights: each layer's cache and the routed
-// experts, as the loaded model's cache_layout() and routed_experts() would say. Throws as load_model does
+// What dir's config says of the model without reading its weights: each layer's cache (as the loaded
+// model's cache_layout() would say) and the routed experts. Throws as load_model does
 // for a missing directory, an unknown architecture or a malformed config.
 ModelShape describe_model(const std::string& dir);
 
