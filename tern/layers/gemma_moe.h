@@ -13,6 +13,8 @@ struct GemmaMoeShape {
   int64_t n_expert_used = 0;  // top_k_experts
   int64_t expert_inter = 0;   // moe_intermediate_size
   float norm_eps = 1e-6f;
+  // One expert's parameters: its gate, up and down matrices.
+  int64_t expert_params() const { return 3 * hidden * expert_inter; }
 };
 
 class GemmaMoe {

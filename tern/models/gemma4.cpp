@@ -356,9 +356,7 @@ class Gemma4Model : public Model {
 ModelShape shape_gemma4(const io::ModelConfig& config) {
   const Gemma4Spec s = parse_spec(config);
   ModelShape out{gemma4_cache_layout(s), {}};
-  if (s.moe) {  // every layer; an expert is its gate, up and down matrices
-    out.experts = {config.n_layer, s.moe->n_expert, s.moe->n_expert_used, 3 * s.moe->hidden * s.moe->expert_inter};
-  }
+  if (s.moe) out.experts = {config.n_layer, s.moe->n_expert, s.moe->n_expert_used, s.moe->expert_params()};  // every layer
   return out;
 }
 

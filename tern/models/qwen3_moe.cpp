@@ -55,11 +55,10 @@ Qwen3MoeLayers parse_layers(const io::ModelConfig& config) {
 
 ModelShape shape_qwen3_moe(const io::ModelConfig& config) {
   const Qwen3MoeLayers l = parse_layers(config);
-  ModelShape s{default_cache_layout(config), {}};
-  for (int64_t i = 0; i < config.n_layer; ++i) {
-    if (l.sparse(i)) s.experts = {s.experts.layers + 1, l.moe.n_expert, l.moe.n_expert_used, l.moe.expert_params()};
-  }
-  return s;
+  int64_t sparse = 0;
+  for (int64_t i = 0; i < config.n_layer; ++i) sparse += l.sparse(i);
+  if (sparse == 0) return {default_cache_layout(config), {}};
+  return {default_cache_layout(config), {sparse, l.moe.n_expert, l.moe.n_expert_used, l.moe.expert_params()}};
 }
 
 std::unique_ptr<Model> load_qwen3_moe(const std::string& dir, const io::ModelConfig& config, const LoadOptions& options) {

@@ -35,19 +35,26 @@ const std::map<std::string, Architecture>& architectures() {
   return m;
 }
 
+// The architecture of a config's (text) model type, or nullptr.
+const Architecture* find_architecture(const io::ModelConfig& config) {
+  const std::string& type = config.text_model_type.empty() ? config.model_type : config.text_model_type;
+  auto it = architectures().find(type);
+  if (it == architectures().end()) it = architectures().find(config.model_type);
+  return it == architectures().end() ? nullptr : &it->second;
+}
+
 // The architecture of dir's config (read into config); throws for a missing directory or unknown type.
 const Architecture& architecture_of(const std::string& dir, io::ModelConfig& config) {
   TERN_CHECK(std::filesystem::is_directory(dir), "[model] expected a model directory, got '{}' (no such directory)", dir);
   config = io::load_model_config(dir);
-  const std::string& type = config.text_model_type.empty() ? config.model_type : config.text_model_type;
-  auto it = architectures().find(type);
-  if (it == architectures().end()) it = architectures().find(config.model_type);
-  if (it == architectures().end()) {
+  const Architecture* a = find_architecture(config);
+  if (!a) {
     std::string list;
     for (const auto& t : supported_model_types()) list += (list.empty() ? "" : ", ") + t;
+    const std::string& type = config.text_model_type.empty() ? config.model_type : config.text_model_type;
     TERN_THROW("[model] {}: unsupported architecture '{}' (supported: {})", dir, type, list);
   }
-  return it->second;
+  return *a;
 }
 
 }  // namespace
@@ -75,6 +82,12 @@ ModelShape describe_model(const std::string& dir) {
   io::ModelConfig config;
   const Architecture& a = architecture_of(dir, config);
   return a.shape(config);
+}
+
+std::optional<ModelShape> describe_config(const io::ModelConfig& config) {
+  const Architecture* a = find_architecture(config);
+  if (!a) return std::nullopt;
+  return a->shape(config);
 }
 
 }  // namespace tern

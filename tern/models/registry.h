@@ -1,6 +1,7 @@
 // Model registry: maps config.json's model type to an architecture and loads it.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@ std::unique_ptr<Model> load_model(const std::string& dir, const LoadOptions& opt
 // model's cache_layout() would say) and the routed experts. Throws as load_model does
 // for a missing directory, an unknown architecture or a malformed config.
 ModelShape describe_model(const std::string& dir);
+// The same for a config already read; nullopt for an architecture load_model does not know.
+std::optional<ModelShape> describe_config(const io::ModelConfig& config);
 
 // model_type values load_model accepts.
 std::vector<std::string> supported_model_types();

@@ -96,8 +96,16 @@ TEST(CacheLayout, DescribeModelSaysWhatTheLoadedModelSays) {
     EXPECT_EQ(shape.layout, model->cache_layout());
     const bool moe = std::string(name).find("moe") != std::string::npos;
     EXPECT_EQ(shape.experts.layers > 0, moe);
+    const std::optional<ModelShape> from_config = describe_config(model->config());
+    ASSERT_TRUE(from_config.has_value());
+    EXPECT_EQ(from_config->layout, shape.layout);
+    EXPECT_EQ(from_config->experts.idle_params(), shape.experts.idle_params());
   }
   EXPECT_THROW(describe_model(kData + "no_such_model"), Error);
+  io::ModelConfig unknown = load_model(kData + "qwen3")->config();
+  unknown.model_type = "no_such_architecture";
+  unknown.text_model_type.clear();
+  EXPECT_FALSE(describe_config(unknown).has_value());
 }
 
 }  // namespace

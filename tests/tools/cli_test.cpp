@@ -208,6 +208,28 @@ TEST(CliInfo, CountsTheParametersATokenUses) {
   EXPECT_EQ(j["active_parameters"], j["parameters"]);
 }
 
+// An architecture tern does not run still gets its parameters and a KV estimate, every layer taken as
+// full attention, and says that the layout is assumed.
+TEST(CliInfo, AssumesFullLayersForAnUnknownArchitecture) {
+  const std::string dir = ::testing::TempDir() + "/tern_info_unknown_" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(kQwen3 + "/model.safetensors", dir + "/model.safetensors",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto config = nlohmann::json::parse(std::ifstream(kQwen3 + "/config.json"));
+  config["model_type"] = "no_such_architecture";
+  std::ofstream(dir + "/config.json") << config.dump();
+  CliRun r = tern("info " + dir + " --json");
+  CliRun known = tern("info " + kQwen3 + " --json");
+  std::filesystem::remove_all(dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  ASSERT_EQ(known.code, 0) << known.err;
+  const auto j = nlohmann::json::parse(r.out), k = nlohmann::json::parse(known.out);
+  EXPECT_EQ(j["kv_layout_known"], false);
+  EXPECT_EQ(k["kv_layout_known"], true);
+  EXPECT_EQ(j["kv_bytes_per_token"], k["kv_bytes_per_token"]);  // qwen3's layers are all full attention
+  EXPECT_EQ(j["active_parameters"], j["parameters"]);
+}
+
 // --temperature decodes by sampling each row on the host, as generate does, and says so.
 TEST(CliBench, SampledDecodeReportsItsSettings) {
   CliRun r = tern("bench " + kDemo + " --prompt-tokens 8 --gen-tokens 8 --repeats 1 --warmup 0 --batch 2 --json "

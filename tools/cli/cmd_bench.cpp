@@ -172,7 +172,7 @@ int run_bench(int argc, char** argv) {
   // One more decode step, eager, with its routings recorded: for a model with routed experts, which of
   // them the batch's tokens chose in each layer -- the expert weights a decode step reads.
   RouterTape tape;
-  if (describe_model(m.dir).experts.layers > 0) {
+  if (describe_config(model.config()).value().experts.layers > 0) {
     Tensor step_ids = Tensor::empty({B, 1}, Dtype::i32);
     std::copy(next.begin(), next.end(), step_ids.data<int32_t>());
     tape.record([&] { model.forward(step_ids, caches, false); });

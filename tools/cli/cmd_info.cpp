@@ -63,13 +63,11 @@ int run_info(int argc, char** argv) {
   const int64_t ctx =
       a.has("context") ? a.get_int("context", 1, int64_t{1} << 40) : std::max<int64_t>(c.max_position_embeddings, 1);
   const int64_t kv_elem = opt.device.is_cpu() ? 4 : 2;
-  // What each layer's cache holds and the routed experts, as the model's config says.
-  const std::string type = c.text_model_type.empty() ? c.model_type : c.text_model_type;
-  const auto known = supported_model_types();
-  const bool supported = std::find(known.begin(), known.end(), type) != known.end() ||
-                         std::find(known.begin(), known.end(), c.model_type) != known.end();
-  // From the config alone: no weights are read (a checkpoint's experts can be tens of GB).
-  const ModelShape shape = supported ? describe_model(dir) : ModelShape{default_cache_layout(c), {}};
+  // What each layer's cache holds and the routed experts, from the config alone: no weights are read (a
+  // checkpoint's experts can be tens of GB). An architecture tern does not run: full layers, no experts.
+  const std::optional<ModelShape> described = describe_config(c);
+  const bool supported = described.has_value();
+  const ModelShape shape = described.value_or(ModelShape{default_cache_layout(c), {}});
   const std::vector<LayerCacheSpec>& layout = shape.layout;
   const RoutedExperts& experts = shape.experts;
   const int64_t kv_per_token = cache_bytes_per_token(layout, kv, kv_elem);
